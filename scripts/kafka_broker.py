@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""Run a real Apache Kafka broker (KRaft, no ZooKeeper) on 127.0.0.1 for tests, CI, demos and benchmarks.
+
+Why this exists: the sidecar's delivery guarantees are only worth what a real broker says about them,
+so nothing here is mocked. Kafka's own jars come from Maven Central through Maven (a pinned version,
+cached once), and each node runs as ``java -cp <libs>/* kafka.Kafka server.properties``. Only Java,
+Maven and the Python standard library are needed, which is all a clean CI machine has.
+
+Library use::
+
+    with KafkaBroker() as broker:      # one combined broker+controller on a free port
+        print(broker.bootstrap)        # "127.0.0.1:PORT"
+        broker.stop(); broker.start()  # same port, same data: "the broker went away and came back"
+
+    with KafkaCluster(3) as cluster:   # three KRaft nodes, replication factor 3, min ISR 2
+        cluster.kill(0); cluster.start(0)
+
+CLI: ``python scripts/kafka_broker.py {resolve,start,stop} --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# 3.9.2: the last 3.x release, the line aiokafka 0.14 is tested against; 4.1.2 is the compatibility row.
+DEFAULT_VERSION = os.environ.get("STREAM_PAIRER_KAFKA_VERSION", "3.9.2")
+KAFKA4_VERSION = "4.1.2"
+READY_MARKER = "Kafka Server started"  # logged by KafkaRaftServer once the broker is unfenced
+JVM_OPTS = [
+    "-Xms128m",
+    "-Xmx512m",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+]
+
+# Kafka 3.x logs through slf4j 1.7 + reload4j; 4.x ships log4j2 and needs its slf4j 1.x binding.
+_LOGGING_DEPS = {
+    "3": [("org.slf4j", "slf4j-reload4j", "1.7.36"), ("ch.qos.reload4j", "reload4j", "1.2.25")],
+    "4": [("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.3")],
+}
+_LOG4J1 = """log4j.rootLogger=INFO, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+"""
+_LOG4J2 = """status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.req.name = kafka.request.logger
+logger.req.level = WARN
+"""
+
+
+class KafkaToolError(RuntimeError):
+    """Java/Maven missing, jar resolution failed, or a broker did not come up (message has the log tail)."""
+
+
+def cache_root() -> Path:
+    env = os.environ.get("STREAM_PAIRER_KAFKA_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "stream-pairer" / "kafka"
+
+
+def java_executable() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise KafkaToolError("Java not found: install a JDK/JRE 17+ or set JAVA_HOME")
+    return java
+
+
+def is_resolved(version: str = DEFAULT_VERSION) -> bool:
+    return (cache_root() / version / "libs" / ".complete").exists()
+
+
+def _pom(version: str) -> str:
+    deps = [("org.apache.kafka", "kafka_2.13", version), *_LOGGING_DEPS[version.split(".", 1)[0]]]
+    xml = "".join(
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
+        for g, a, v in deps
+    )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>local.stream-pairer</groupId><artifactId>kafka-libs</artifactId><version>1</version>"
+        f"<packaging>pom</packaging><dependencies>{xml}</dependencies></project>\n"
+    )
+
+
+def resolve(version: str = DEFAULT_VERSION) -> Path:
+    """Return the directory holding Kafka's runtime jars, downloading them with Maven on first use."""
+    home = cache_root() / version
+    libs = home / "libs"
+    if (libs / ".complete").exists():
+        return libs
+    if version.split(".", 1)[0] not in _LOGGING_DEPS:
+        raise KafkaToolError(f"unsupported Kafka version {version} (3.x and 4.x are known)")
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaToolError("Maven (mvn) not found: it is needed once to fetch Kafka's jars")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "pom.xml").write_text(_pom(version))
+    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    cmd = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(home / "pom.xml"),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+        "-DincludeScope=runtime",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
+        raise KafkaToolError(f"Maven could not resolve org.apache.kafka:kafka_2.13:{version}:\n{tail}")
+    (staging / ".complete").touch()
+    shutil.rmtree(libs, ignore_errors=True)  # a half-done copy from an interrupted run
+    staging.rename(libs)
+    return libs
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free loopback ports (all held open together so they cannot repeat)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+def new_cluster_id() -> str:
+    """A Kafka Uuid in its base64url form (what `kafka-storage random-uuid` prints)."""
+    while True:
+        text = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if not text.startswith("-"):  # Kafka rejects ids that look like a command-line flag
+            return text
+
+
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """A crashed test run must not leave JVMs behind (detached CLI brokers are not in this set)."""
+    for proc in list(_LIVE):
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
+class KafkaBroker:
+    """One combined broker+controller KRaft node; its ports and data persist across stop()/start()."""
+
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        version: str = DEFAULT_VERSION,
+        port: int = 0,
+        num_partitions: int = 1,
+        node_id: int = 1,
+        controller_port: int = 0,
+        voters: str = "",
+        cluster_id: str = "",
+        replication: int = 1,
+    ) -> None:
+        self._own_dir = directory is None
+        self.dir = Path(directory or tempfile.mkdtemp(prefix="stream-pairer-kafka-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        saved: dict[str, Any] = self._load_state()
+        self.version = saved.get("version", version)
+        if self.version != version:
+            raise KafkaToolError(f"{self.dir} holds a Kafka {self.version} node, not {version}")
+        ports = free_ports(2)
+        self.port: int = saved.get("port") or port or ports[0]
+        self.controller_port: int = saved.get("controller_port") or controller_port or ports[1]
+        self.node_id = node_id
+        self.voters = voters or f"{node_id}@127.0.0.1:{self.controller_port}"
+        self.cluster_id: str = saved.get("cluster_id") or cluster_id or new_cluster_id()
+        self.num_partitions = num_partitions
+        self.replication = replication
+        self.log_path = self.dir / "kafka.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _load_state(self) -> dict[str, Any]:
+        path = self.dir / "broker.json"
+        return dict(json.loads(path.read_text())) if path.exists() else {}
+
+    def _write_files(self) -> None:
+        rf, min_isr = self.replication, min(self.replication, 2)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": self.node_id,
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": self.dir / "data",
+            "num.partitions": self.num_partitions,
+            "default.replication.factor": rf,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": 5,  # 50 by default: slow to create on a 2-core CI box
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.state.log.num.partitions": 5,
+            "group.initial.rebalance.delay.ms": 0,
+            "auto.create.topics.enable": "true",
+        }
+        (self.dir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.dir / "log4j.properties").write_text(_LOG4J1)
+        (self.dir / "log4j2.properties").write_text(_LOG4J2)
+        state = {
+            "version": self.version,
+            "port": self.port,
+            "controller_port": self.controller_port,
+            "cluster_id": self.cluster_id,
+            "pid": self.proc.pid if self.proc else None,
+        }
+        (self.dir / "broker.json").write_text(json.dumps(state))
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        logging = [
+            f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}",
+            f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}",
+        ]
+        return [java_executable(), *JVM_OPTS, *logging, "-cp", f"{resolve(self.version)}/*", main, *args]
+
+    def format_cmd(self) -> list[str] | None:
+        """The StorageTool command that formats this node's data dir, or None if it is formatted."""
+        self._write_files()
+        if (self.dir / "data" / "meta.properties").exists():
+            return None
+        conf = str(self.dir / "server.properties")
+        return self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", conf)
+
+    def launch(self, detach: bool = False) -> None:
+        """Start the JVM without waiting; the node must be formatted (see format_cmd)."""
+        if self.running:
+            return
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            cmd = self._java("kafka.Kafka", str(self.dir / "server.properties"))
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if not detach:
+            _LIVE.add(self.proc)
+        self._write_files()  # records the pid for `stop --dir`
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until the broker logged that it serves and its port accepts connections."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                code = self.proc.returncode if self.proc else None
+                raise KafkaToolError(f"Kafka node {self.node_id} exited ({code}):\n{self.log_tail()}")
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_offset)
+                started = READY_MARKER.encode() in log.read()
+            if started:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 1):
+                    return
+            time.sleep(0.2)
+        raise KafkaToolError(f"Kafka node {self.node_id} not ready after {timeout}s:\n{self.log_tail()}")
+
+    def start(self, timeout: float = 120.0, detach: bool = False) -> KafkaBroker:
+        _run_all([self.format_cmd()], self.dir)
+        self.launch(detach)
+        self.wait_ready(timeout)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Graceful (controlled) shutdown with SIGTERM; SIGKILL only if it overstays the timeout."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        _LIVE.discard(self.proc)
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, with no controlled shutdown and no clean log close."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            _LIVE.discard(self.proc)
+            self.proc = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _run_all(cmds: list[list[str] | None], where: Path) -> None:
+    """Run the commands in parallel (JVM start-up dominates) and fail with their output if any fails."""
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for c in cmds if c]
+    for proc in procs:
+        out = proc.communicate()[0].decode(errors="replace")
+        if proc.returncode != 0:
+            raise KafkaToolError(f"formatting KRaft storage under {where} failed:\n{out[-4000:]}")
+
+
+class KafkaCluster:
+    """n combined KRaft nodes on loopback ports; all n are controller voters; topics default to RF 3."""
+
+    def __init__(
+        self,
+        n: int = 3,
+        directory: str | Path | None = None,
+        *,
+        version: str = DEFAULT_VERSION,
+        num_partitions: int = 1,
+    ) -> None:
+        self._own_dir = directory is None
+        self.dir = Path(directory or tempfile.mkdtemp(prefix="stream-pairer-kafka-cluster-"))
+        ports = free_ports(2 * n)
+        voters = ",".join(f"{i + 1}@127.0.0.1:{ports[n + i]}" for i in range(n))
+        cluster_id = new_cluster_id()
+        self.nodes = [
+            KafkaBroker(
+                self.dir / f"node-{i + 1}",
+                version=version,
+                port=ports[i],
+                node_id=i + 1,
+                controller_port=ports[n + i],
+                voters=voters,
+                cluster_id=cluster_id,
+                num_partitions=num_partitions,
+                replication=min(n, 3),
+            )
+            for i in range(n)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def start(self, i: int | None = None, timeout: float = 180.0) -> KafkaCluster:
+        """Start node i, or every node at once (a quorum needs a majority up before any broker is ready)."""
+        nodes = self.nodes if i is None else [self.nodes[i]]
+        _run_all([node.format_cmd() for node in nodes], self.dir)
+        for node in nodes:
+            node.launch()
+        for node in nodes:
+            node.wait_ready(timeout)
+        return self
+
+    def stop(self, i: int | None = None) -> None:
+        for node in self.nodes if i is None else [self.nodes[i]]:
+            node.stop()
+
+    def kill(self, i: int) -> None:
+        self.nodes[i].kill()
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def stop_dir(directory: Path, timeout: float = 30.0) -> bool:
+    """Stop the broker a detached `start --dir` left running; False if none was running there."""
+    state = json.loads((directory / "broker.json").read_text())
+    pid = state.get("pid")
+    try:
+        if not pid or b"kafka.Kafka" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return False  # gone, or the pid now belongs to another program
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)
+            time.sleep(0.2)
+        os.kill(pid, signal.SIGKILL)
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    res = sub.add_parser("resolve", help="download Kafka's jars into the cache (CI calls this up front)")
+    res.add_argument("--version", default=DEFAULT_VERSION)
+    start = sub.add_parser("start", help="start a single-node broker; prints its bootstrap address")
+    start.add_argument("--version", default=DEFAULT_VERSION)
+    start.add_argument("--port", type=int, default=0, help="client port (default: a free one)")
+    start.add_argument("--partitions", type=int, default=1, help="num.partitions for auto-created topics")
+    start.add_argument("--dir", type=Path, help="data dir (reused on restart; default: a new temp dir)")
+    start.add_argument("--foreground", action="store_true", help="stay attached; Ctrl-C stops the broker")
+    stop = sub.add_parser("stop", help="stop the broker started with `start --dir D`")
+    stop.add_argument("--dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "resolve":
+            print(resolve(args.version))
+        elif args.cmd == "stop":
+            print("stopped" if stop_dir(args.dir) else f"no broker running in {args.dir}", file=sys.stderr)
+        else:
+            directory = args.dir or Path(tempfile.mkdtemp(prefix="stream-pairer-kafka-"))
+            broker = KafkaBroker(
+                directory, version=args.version, port=args.port, num_partitions=args.partitions
+            )
+            t0 = time.monotonic()
+            broker.start(detach=not args.foreground)
+            print(broker.bootstrap, flush=True)
+            print(
+                f"Kafka {broker.version} up in {time.monotonic() - t0:.1f}s; dir {broker.dir}; "
+                f"log {broker.log_path}",
+                file=sys.stderr,
+            )
+            if args.foreground:
+                with contextlib.suppress(KeyboardInterrupt):
+                    broker.proc.wait()  # type: ignore[union-attr]
+                broker.stop()
+            else:
+                print(f"stop it with: python {sys.argv[0]} stop --dir {broker.dir}", file=sys.stderr)
+    except KafkaToolError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

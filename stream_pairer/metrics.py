@@ -1,0 +1,465 @@
+"""Prometheus metrics for stream-pairer: what an operator pages on and what the warehouse team graphs.
+
+Why this module is shaped the way it is:
+
+* One `Metrics` object owns one `CollectorRegistry` (a fresh one by default), so tests and several
+  pipelines in one process never collide on the global registry. The HTTP server serves
+  `metrics.registry`.
+* `observe_output` runs once per output record on the hot path, so every labelled child is resolved
+  once and cached in a plain dict; the steady-state cost is a dict lookup and a locked add.
+* Labels are bounded: `match`, `kind`, `reason`, `outcome`, `point` and `limit` come from closed
+  sets in the code; `tool` comes from the data, so it is folded to `other` after `max_tool_labels`
+  distinct names (or to `other` for any name outside `known_tools` when a tool registry is given).
+  `format` and dead-letter `reason` are codes chosen by the format readers, not free text.
+* Series that alerts divide by (pairs, orphans by reason, evictions by limit) are created at zero
+  up front, so the first orphan after a restart is a visible increase to `rate()`/`increase()`
+  instead of a series that silently appears already at 1.
+* Times are event time for the tool latency (call ts -> result ts, from the records) and wall time
+  for the emit latency (the adapter measures it); nothing here reads a clock except
+  `mark_consumed`, which is called by adapters, never by the pure core.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PREFIX: Final = "stream_pairer_"
+
+# Closed label sets. They mirror the output record contract in `model.py`.
+MATCHES: Final = (("id", "none"), ("fifo", "name"), ("fifo", "order"))
+ORPHAN_KINDS: Final = ("orphan_call", "orphan_result")
+ORPHAN_REASONS: Final = (
+    "no_call",
+    "duplicate_result",
+    "late_result",
+    "superseded",
+    "timeout",
+    "evicted",
+    "shutdown",
+    "rebalance",
+)
+OUTCOMES: Final = ("ok", "empty", "error")
+FAILURE_POINTS: Final = (
+    "argument_construction",
+    "execution",
+    "result_interpretation",
+    "termination",
+    "tool_selection",
+)
+EVICTION_LIMITS: Final = ("conversations", "calls_per_conversation", "held_bytes")
+EVENT_TYPES: Final = ("tool_call", "tool_result")
+
+OTHER_TOOL: Final = "other"  # folded tool names (past the cap, or outside the registry)
+UNKNOWN_TOOL: Final = "unknown"  # the record carried no tool name at all
+NONE_LABEL: Final = "none"  # a null field (fifo_by on an id match, no outcome)
+UNKNOWN_FORMAT: Final = "unknown"
+MAX_TOOL_NAME_CHARS: Final = 128
+
+# Event-time latency of a tool call: from fast lookups to multi-minute jobs.
+TOOL_LATENCY_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)  # fmt: skip
+# Wall time from a result's arrival to its output being acknowledged: milliseconds normally,
+# seconds when the producer is backed up.
+EMIT_LATENCY_BUCKETS: Final = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+
+
+class Metrics:
+    """All stream-pairer metrics, registered in `self.registry`.
+
+    Callers: the engine adapter calls `observe_output` for every record it emits and `set_state` /
+    `observe_eviction` from the engine's bookkeeping; the Kafka adapter calls `set_lag`,
+    `observe_commit_error`, `observe_produce_error`, `set_assigned_partitions`, `mark_consumed`,
+    `set_up`; the readers call `observe_record_read` / `observe_skipped`.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        max_tool_labels: int = 50,
+        known_tools: Iterable[str] | None = None,
+        version: str | None = None,
+    ) -> None:
+        if max_tool_labels < 0:
+            raise ValueError("max_tool_labels must be >= 0")
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.max_tool_labels = max_tool_labels
+        self._known_tools: frozenset[str] | None = frozenset(known_tools) if known_tools is not None else None
+        self._tool_labels: dict[str | None, str] = {}
+        self._distinct_tools = 0
+        r = self.registry
+
+        # --- input ---
+        self.records_read = Counter(
+            "stream_pairer_records_read",
+            "Input records (lines, messages) that decoded, by detected log format.",
+            ["format"],
+            registry=r,
+        )
+        self.events_read = Counter(
+            "stream_pairer_events_read",
+            "Tool events read, by log format and event type (tool_call, tool_result).",
+            ["format", "type"],
+            registry=r,
+        )
+        self.records_skipped = Counter(
+            "stream_pairer_records_skipped",
+            "Readable input records that held no tool call or tool result (plain chat messages).",
+            registry=r,
+        )
+        # --- outputs ---
+        self.pairs = Counter(
+            "stream_pairer_pairs",
+            "Call/result pairs emitted, by how they were matched (match=id|fifo; fifo_by=name|order|none).",
+            ["match", "fifo_by"],
+            registry=r,
+        )
+        self.orphans = Counter(
+            "stream_pairer_orphans",
+            "Orphan records emitted, by kind (orphan_call, orphan_result) and reason.",
+            ["kind", "reason"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "stream_pairer_dead_letters",
+            "Input records that could not be read, by reason code.",
+            ["reason"],
+            registry=r,
+        )
+        # --- failure-point tagging (issue 4) ---
+        self.tool_calls = Counter(
+            "stream_pairer_tool_calls",
+            "Tool calls that reached an output (paired or orphaned), by tool: denominator of failure shares.",
+            ["tool"],
+            registry=r,
+        )
+        self.tool_outcomes = Counter(
+            "stream_pairer_tool_outcomes",
+            "Tool results by outcome (ok, empty, error), by tool; from pairs and orphan results.",
+            ["tool", "outcome"],
+            registry=r,
+        )
+        self.tool_failures = Counter(
+            "stream_pairer_tool_failures",
+            "Failure points tagged on pairs and orphans, by tool and point.",
+            ["tool", "point"],
+            registry=r,
+        )
+        # --- latency ---
+        self.tool_latency = Histogram(
+            "stream_pairer_tool_latency_seconds",
+            "Event-time latency of paired tool calls: result timestamp minus call timestamp.",
+            buckets=TOOL_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tool_latency_negative = Counter(
+            "stream_pairer_tool_latency_negative",
+            "Pairs whose result timestamp precedes the call timestamp (clock skew); not in the histogram.",
+            registry=r,
+        )
+        self.emit_latency = Histogram(
+            "stream_pairer_emit_latency_seconds",
+            "Wall time from a tool result's arrival to its output record being acknowledged.",
+            buckets=EMIT_LATENCY_BUCKETS,
+            registry=r,
+        )
+        # --- state and limits ---
+        self.open_calls = Gauge(
+            "stream_pairer_open_calls", "Calls waiting for their result, held in memory.", registry=r
+        )
+        self.open_conversations = Gauge(
+            "stream_pairer_open_conversations",
+            "Conversations with at least one open call or pending result.",
+            registry=r,
+        )
+        self.held_bytes = Gauge(
+            "stream_pairer_held_bytes",
+            "Approximate payload bytes held by open calls and pending results.",
+            registry=r,
+        )
+        self.pending_results = Gauge(
+            "stream_pairer_pending_results",
+            "Results held back waiting for a possible call (reordering window).",
+            registry=r,
+        )
+        self.open_conversations_limit = Gauge(
+            "stream_pairer_open_conversations_limit",
+            "Configured maximum of open conversations (STREAM_PAIRER_MAX_CONVERSATIONS).",
+            registry=r,
+        )
+        self.calls_per_conversation_limit = Gauge(
+            "stream_pairer_calls_per_conversation_limit",
+            "Configured maximum of open calls per conversation (STREAM_PAIRER_MAX_CALLS_PER_CONVERSATION).",
+            registry=r,
+        )
+        self.held_bytes_limit = Gauge(
+            "stream_pairer_held_bytes_limit",
+            "Configured maximum of held payload bytes (STREAM_PAIRER_MAX_HELD_BYTES).",
+            registry=r,
+        )
+        self.evictions = Counter(
+            "stream_pairer_evictions",
+            "Open events emitted early as orphans (reason=evicted) because a state limit was hit, by limit.",
+            ["limit"],
+            registry=r,
+        )
+        # --- Kafka consumer / producer ---
+        self.consumer_lag = Gauge(
+            "stream_pairer_consumer_lag_messages",
+            "Messages between the consumer position and the partition high watermark.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.commit_errors = Counter(
+            "stream_pairer_commit_errors", "Failed Kafka offset commits.", registry=r
+        )
+        self.produce_errors = Counter(
+            "stream_pairer_produce_errors", "Failed Kafka produces of output records.", registry=r
+        )
+        self.rebalances = Counter(
+            "stream_pairer_rebalances", "Consumer-group rebalances seen by this instance.", registry=r
+        )
+        self.assigned_partitions = Gauge(
+            "stream_pairer_assigned_partitions",
+            "Input partitions currently assigned to this instance.",
+            registry=r,
+        )
+        self.up = Gauge(
+            "stream_pairer_up",
+            "1 while the pipeline runs and is ready (what /readyz reports), 0 otherwise.",
+            registry=r,
+        )
+        self.last_consumed = Gauge(
+            "stream_pairer_last_consumed_timestamp_seconds",
+            "Unix time (wall clock) at which the last input record was consumed.",
+            registry=r,
+        )
+        self.build_info = Gauge(
+            "stream_pairer_build_info", "Always 1; the version label says what runs.", ["version"], registry=r
+        )
+        self.build_info.labels(version or _package_version()).set(1)
+
+        # --- cached children for the hot path ---
+        self._pair_children = {m: self.pairs.labels(*m) for m in MATCHES}
+        self._orphan_children = {
+            (k, reason): self.orphans.labels(k, reason) for k in ORPHAN_KINDS for reason in ORPHAN_REASONS
+        }
+        self._eviction_children = {lim: self.evictions.labels(lim) for lim in EVICTION_LIMITS}
+        self._dead_children: dict[str, Counter] = {}
+        self._read_children: dict[str | None, tuple[Counter, Counter, Counter]] = {}
+        self._call_children: dict[str, Counter] = {}
+        self._outcome_children: dict[tuple[str, str], Counter] = {}
+        self._failure_children: dict[tuple[str, str], Counter] = {}
+        self._lag_children: dict[tuple[str, int], Gauge] = {}
+
+    # ------------------------------------------------------------------ input
+    def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None:
+        """One decoded input record holding `n_calls` tool calls and `n_results` tool results.
+
+        Call it for every readable record, also for those with no events (then also call
+        `observe_skipped`); dead letters are counted from their output record instead.
+        """
+        children = self._read_children.get(fmt)
+        if children is None:
+            label = fmt or UNKNOWN_FORMAT
+            children = (
+                self.records_read.labels(label),
+                self.events_read.labels(label, EVENT_TYPES[0]),
+                self.events_read.labels(label, EVENT_TYPES[1]),
+            )
+            self._read_children[fmt] = children
+        children[0].inc()
+        if n_calls:
+            children[1].inc(n_calls)
+        if n_results:
+            children[2].inc(n_results)
+
+    def observe_skipped(self) -> None:
+        """A readable record with no tool events (it produces no output record, by design)."""
+        self.records_skipped.inc()
+
+    # ----------------------------------------------------------------- output
+    def observe_output(self, record: Mapping[str, Any]) -> None:
+        """Count one output record (pair, orphan or dead letter) as emitted."""
+        kind = record.get("kind")
+        if kind == "pair":
+            match = (record.get("match") or NONE_LABEL, record.get("fifo_by") or NONE_LABEL)
+            child = self._pair_children.get(match)
+            if child is None:
+                child = self._pair_children[match] = self.pairs.labels(*match)
+            child.inc()
+            latency_ms = record.get("latency_ms")
+            if latency_ms is not None:
+                if latency_ms < 0:
+                    self.tool_latency_negative.inc()
+                else:
+                    self.tool_latency.observe(latency_ms / 1000.0)
+            self._observe_tagging(record, is_call=True)
+        elif kind in ORPHAN_KINDS:
+            key = (kind, record.get("reason") or NONE_LABEL)
+            child = self._orphan_children.get(key)
+            if child is None:
+                child = self._orphan_children[key] = self.orphans.labels(*key)
+            child.inc()
+            self._observe_tagging(record, is_call=kind == "orphan_call")
+        elif kind == "dead_letter":
+            reason = record.get("reason") or NONE_LABEL
+            child = self._dead_children.get(reason)
+            if child is None:
+                child = self._dead_children[reason] = self.dead_letters.labels(reason)
+            child.inc()
+        else:
+            raise ValueError(f"not an output record kind: {kind!r}")
+
+    def _observe_tagging(self, record: Mapping[str, Any], *, is_call: bool) -> None:
+        tool = self.tool_label(record.get("tool"))
+        if is_call:
+            child = self._call_children.get(tool)
+            if child is None:
+                child = self._call_children[tool] = self.tool_calls.labels(tool)
+            child.inc()
+        outcome = record.get("outcome")
+        if outcome is not None:
+            key = (tool, outcome)
+            child = self._outcome_children.get(key)
+            if child is None:
+                child = self._outcome_children[key] = self.tool_outcomes.labels(tool, outcome)
+            child.inc()
+        point = record.get("failure")
+        if point is not None:
+            key = (tool, point)
+            child = self._failure_children.get(key)
+            if child is None:
+                child = self._failure_children[key] = self.tool_failures.labels(tool, point)
+            child.inc()
+
+    def tool_label(self, name: str | None) -> str:
+        """The `tool` label value for a tool name: bounded, stable for the life of the process.
+
+        The first `max_tool_labels` distinct names keep their own label (in arrival order); later
+        ones become `other`. With `known_tools`, only registered names get a label. A missing
+        name is `unknown`. The decision is cached so a name never moves between labels.
+        """
+        label = self._tool_labels.get(name)
+        if label is not None:
+            return label
+        if name is None or name == "":
+            label = UNKNOWN_TOOL
+        elif name in (OTHER_TOOL, UNKNOWN_TOOL):
+            label = OTHER_TOOL  # a tool literally named "other" must not look like a real label
+        elif self._known_tools is not None:
+            label = name[:MAX_TOOL_NAME_CHARS] if name in self._known_tools else OTHER_TOOL
+        elif self._distinct_tools < self.max_tool_labels:
+            self._distinct_tools += 1
+            label = name[:MAX_TOOL_NAME_CHARS]
+        else:
+            label = OTHER_TOOL
+        # Bound the cache too: past the cap every new name maps to `other` without being stored.
+        if label != OTHER_TOOL or len(self._tool_labels) < 4 * max(self.max_tool_labels, 1):
+            self._tool_labels[name] = label
+        return label
+
+    def observe_emit_latency(self, seconds: float) -> None:
+        """Wall seconds from a result's arrival to its output being acknowledged (produced/written)."""
+        self.emit_latency.observe(max(seconds, 0.0))
+
+    # ------------------------------------------------------------ state/limits
+    def set_state(
+        self, *, open_calls: int, open_conversations: int, held_bytes: int, pending_results: int
+    ) -> None:
+        self.open_calls.set(open_calls)
+        self.open_conversations.set(open_conversations)
+        self.held_bytes.set(held_bytes)
+        self.pending_results.set(pending_results)
+
+    def set_limits(
+        self, *, max_conversations: int, max_calls_per_conversation: int, max_held_bytes: int
+    ) -> None:
+        self.open_conversations_limit.set(max_conversations)
+        self.calls_per_conversation_limit.set(max_calls_per_conversation)
+        self.held_bytes_limit.set(max_held_bytes)
+
+    def observe_eviction(self, n: int, limit: str) -> None:
+        """`n` open events evicted because `limit` was hit.
+
+        `limit` is one of conversations, calls_per_conversation, held_bytes.
+        """
+        child = self._eviction_children.get(limit)
+        if child is None:
+            raise ValueError(f"unknown eviction limit {limit!r}; expected one of {EVICTION_LIMITS}")
+        child.inc(n)
+
+    # ------------------------------------------------------------------ kafka
+    def set_lag(self, topic: str, partition: int, lag: int) -> None:
+        key = (topic, partition)
+        child = self._lag_children.get(key)
+        if child is None:
+            child = self._lag_children[key] = self.consumer_lag.labels(topic, str(partition))
+        child.set(max(lag, 0))
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """Drop the lag series of a revoked partition, so two instances never both report it."""
+        if self._lag_children.pop((topic, partition), None) is not None:
+            self.consumer_lag.remove(topic, str(partition))
+
+    def observe_rebalance(self) -> None:
+        self.rebalances.inc()
+
+    def observe_commit_error(self) -> None:
+        self.commit_errors.inc()
+
+    def observe_produce_error(self) -> None:
+        self.produce_errors.inc()
+
+    def set_assigned_partitions(self, n: int) -> None:
+        self.assigned_partitions.set(n)
+
+    def set_up(self, up: bool) -> None:
+        """Mirror of /readyz: 1 while consuming is possible (connected, running), 0 otherwise."""
+        self.up.set(1 if up else 0)
+
+    def mark_consumed(self, unix_seconds: float | None = None) -> None:
+        """Record that input was consumed now (or at `unix_seconds`); feeds the not-consuming alert.
+
+        Adapters call it once per fetched batch, not per record: the alert works at minute scale.
+        """
+        self.last_consumed.set(time.time() if unix_seconds is None else unix_seconds)
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        return "unknown"
+    try:
+        return version("stream-pairer")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def metric_names(registry: CollectorRegistry) -> set[str]:
+    """Every sample name a registry exposes, read from its collectors (what dashboards may query).
+
+    Names come from the metric type, not from current samples, because a labelled family has no
+    samples until its first child exists: counters expose `<name>_total` and `<name>_created`,
+    histograms `_bucket`, `_sum`, `_count`, `_created`, gauges their bare name. A counter's bare
+    family name is *not* a series, so it is deliberately absent.
+    """
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "summary": ("", "_sum", "_count", "_created"),
+        "gauge": ("",),
+        "info": ("_info",),
+    }
+    names: set[str] = set()
+    for family in registry.collect():
+        names.update(family.name + s for s in suffixes.get(family.type, ("",)))
+    return names

@@ -1,0 +1,131 @@
+"""The shapes that cross module boundaries: normalized events, their lineage, output records.
+
+Everything here is plain data so that the pairing core stays pure: adapters build `ToolEvent`s
+from whatever they read, the engine only moves them around, and output records are plain dicts
+ready for orjson (no custom encoder on the hot path).
+
+Output record contract (JSON Schemas in `stream_pairer/schemas/`):
+
+* pair:        kind="pair", pair_id, match ("id" | "fifo"), fifo_by (null | "name" | "order"),
+               conversation_id, tool, call {...side}, result {...side}, call_ts, result_ts,
+               latency_ms, outcome, failure, failure_detail
+* orphan:      kind="orphan_call" | "orphan_result", reason, conversation_id, tool,
+               event {...side}, source, outcome, failure, failure_detail
+* dead letter: kind="dead_letter", reason, detail, raw | raw_base64, raw_bytes, source
+
+A *side* is `ToolEvent.to_side()`: id, name, format, ts, source, block, plus `arguments` (call) or
+`content` + `is_error` (result), and `raw`, the original block as it was read.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+CALL: Final = "tool_call"
+RESULT: Final = "tool_result"
+EventType = Literal["tool_call", "tool_result"]
+
+# Lineage of one input record. File: {"file": path, "line": n}. Kafka: {"topic", "partition", "offset"}.
+# Kept as a dict (not a class) because it is copied verbatim into every output record.
+Source = dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolEvent:
+    """One tool call or tool result, normalized from any supported log format.
+
+    `id` is the call id for a call and the referenced call id for a result, already trimmed; it
+    is None when the record carries no usable id (only such results may be FIFO-paired).
+    `block` is the index of this event inside its input record: one record (an assistant message
+    with parallel tool_use blocks) may hold several events, and `(source, block)` identifies an
+    event uniquely, which is what the conservation audit counts.
+    """
+
+    type: EventType
+    conversation_id: str
+    id: str | None
+    name: str | None
+    payload: Any  # arguments (call) or content (result), decoded where the format encodes JSON
+    ts_ms: float | None  # event time from the record itself; None when the record has none
+    format: str
+    source: Source
+    block: int = 0
+    is_error: bool | None = None
+    raw: Any = None  # the original block, for the output's "original payload"
+    size: int = 0  # approximate bytes held by this event (for the held-bytes limit)
+    # Set by the tagging layer when the call arrives (repeat/loop/schema checks need call order).
+    failure: str | None = None
+    failure_detail: str | None = None
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def is_call(self) -> bool:
+        return self.type == CALL
+
+    def to_side(self) -> dict[str, Any]:
+        side: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "format": self.format,
+            "ts": format_ts(self.ts_ms),
+            "source": self.source,
+            "block": self.block,
+        }
+        if self.type == CALL:
+            side["arguments"] = self.payload
+        else:
+            side["content"] = self.payload
+            side["is_error"] = self.is_error
+        side["raw"] = self.raw
+        return side
+
+
+def format_ts(ts_ms: float | None) -> str | None:
+    """RFC 3339 UTC with milliseconds: what warehouses parse without a format string."""
+    if ts_ms is None:
+        return None
+    dt = datetime.fromtimestamp(ts_ms / 1000.0, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def event_key(source: Source, block: int) -> tuple[Any, ...]:
+    """Identity of one input event, used by the audit to prove conservation."""
+    if "offset" in source:
+        return ("kafka", source.get("topic"), source.get("partition"), source.get("offset"), block)
+    return ("file", source.get("file"), source.get("line"), block)
+
+
+class FormatError(ValueError):
+    """A record that cannot be read. `reason` is a short stable code (a metric label value);
+    `detail` is the human sentence that says exactly what was wrong."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+MAX_DEAD_LETTER_RAW_BYTES: Final = 512 * 1024
+
+
+def dead_letter(raw: bytes, reason: str, detail: str, source: Source) -> dict[str, Any]:
+    """A dead-letter record. The raw input is kept as text when it is UTF-8, else base64; a raw
+    record larger than MAX_DEAD_LETTER_RAW_BYTES is cut (flagged `raw_truncated`) so that the
+    dead-letter message itself stays producible; `source` still points at the full original."""
+    rec: dict[str, Any] = {
+        "kind": "dead_letter",
+        "reason": reason,
+        "detail": detail,
+        "raw_bytes": len(raw),
+        "source": source,
+    }
+    body = raw[:MAX_DEAD_LETTER_RAW_BYTES]
+    rec["raw_truncated"] = len(raw) > MAX_DEAD_LETTER_RAW_BYTES
+    try:
+        rec["raw"] = body.decode("utf-8")
+    except UnicodeDecodeError:
+        rec["raw_base64"] = base64.b64encode(body).decode("ascii")
+    return rec

@@ -1,0 +1,239 @@
+"""Every pairing rule of the core, one behaviour per test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stream_pairer.engine import Engine, EngineConfig, pair_id
+from tests.engine_helpers import call, key, members, result
+
+
+def run(engine: Engine, events: list[Any], flush: bool = False) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        out += engine.process(ev)
+    if flush:
+        out += engine.flush()
+    return out
+
+
+def kinds(out: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    return [(r["kind"], r.get("match") or r.get("reason")) for r in out]
+
+
+def test_id_match_however_far_apart_and_out_of_order() -> None:
+    e = Engine()
+    a, b = call("c1", "toolu_A", ts=1000), call("c1", "toolu_B", ts=1001)
+    noise = [call(f"other{i}", f"x{i}", ts=1002 + i) for i in range(50)]
+    rb, ra = result("c1", "toolu_B", ts=2000), result("c1", "toolu_A", ts=2500)
+    out = run(e, [a, b, *noise, rb, ra])
+    pairs = [r for r in out if r["kind"] == "pair"]
+    assert [(p["call"]["id"], p["result"]["id"], p["match"]) for p in pairs] == [
+        ("toolu_B", "toolu_B", "id"), ("toolu_A", "toolu_A", "id")]
+    assert pairs[1]["latency_ms"] == 1500
+    assert pairs[1]["fifo_by"] is None
+    assert e.open_calls == 50
+
+
+def test_id_pairing_removes_call_from_fifo_queue() -> None:
+    e = Engine()
+    out = run(e, [call("c", "a", ts=1), call("c", None, ts=2), result("c", "a", ts=3), result("c", None, ts=4)])
+    pairs = [r for r in out if r["kind"] == "pair"]
+    assert [(p["call"]["id"], p["match"]) for p in pairs] == [("a", "id"), (None, "fifo")]
+
+
+def test_fifo_pairs_oldest_open_call_when_result_has_no_id() -> None:
+    e = Engine()
+    c1, c2 = call("c", None, name="f", ts=1), call("c", None, name="f", ts=2)
+    out = run(e, [c1, c2, result("c", None, ts=3), result("c", None, ts=4)])
+    assert [(p["call"]["source"]["line"], p["match"], p["fifo_by"]) for p in out] == [
+        (c1.source["line"], "fifo", "order"), (c2.source["line"], "fifo", "order")]
+
+
+def test_fifo_prefers_oldest_call_with_same_name() -> None:
+    e = Engine()
+    c1, c2 = call("c", None, name="weather", ts=1), call("c", None, name="search", ts=2)
+    out = run(e, [c1, c2, result("c", None, name="search", ts=3)])
+    assert out[0]["call"]["name"] == "search" and out[0]["fifo_by"] == "name"
+
+
+def test_named_result_never_pairs_with_a_differently_named_call() -> None:
+    e = Engine()
+    out = run(e, [call("c", None, name="weather", ts=1), result("c", None, name="search", ts=2)])
+    assert kinds(out) == [("orphan_result", "no_call")]
+    assert e.open_calls == 1
+
+
+def test_named_result_falls_back_to_oldest_unnamed_call() -> None:
+    e = Engine()
+    out = run(e, [call("c", None, name=None, ts=1), result("c", None, name="search", ts=2)])
+    assert (out[0]["match"], out[0]["fifo_by"]) == ("fifo", "order")
+
+
+def test_idless_result_with_no_open_call_is_an_orphan_not_dropped() -> None:
+    out = run(Engine(), [result("c", None, ts=1)])
+    assert kinds(out) == [("orphan_result", "no_call")]
+    assert out[0]["event"]["content"] == "ok"
+
+
+def test_unknown_id_is_never_fifo_paired_and_waits_for_late_call() -> None:
+    e = Engine(EngineConfig(result_grace_ms=10_000))
+    open_call = call("c", None, ts=1)
+    out = run(e, [open_call, result("c", "late", ts=2)])
+    assert out == []  # held, not stolen by the open id-less call
+    out = run(e, [call("c", "late", ts=3)])
+    assert kinds(out) == [("pair", "id")]
+    assert e.open_calls == 1 and e.pending_results == 0
+
+
+def test_unknown_id_becomes_orphan_after_grace() -> None:
+    e = Engine(EngineConfig(result_grace_ms=5_000))
+    assert run(e, [result("c", "ghost", ts=1_000)]) == []
+    assert e.advance(5_999) == []
+    out = e.advance(6_000)
+    assert kinds(out) == [("orphan_result", "no_call")]
+    assert e.pending_results == 0 and e.held_bytes == 0
+
+
+def test_duplicate_result_after_pair() -> None:
+    out = run(Engine(), [call("c", "a", ts=1), result("c", "a", ts=2), result("c", "a", ts=3)])
+    assert kinds(out) == [("pair", "id"), ("orphan_result", "duplicate_result")]
+
+
+def test_duplicate_results_held_before_late_call() -> None:
+    e = Engine()
+    out = run(e, [result("c", "a", ts=1), result("c", "a", ts=2), call("c", "a", ts=3)])
+    assert kinds(out) == [("pair", "id"), ("orphan_result", "duplicate_result")]
+    assert e.pending_results == 0
+
+
+def test_late_result_after_call_timed_out() -> None:
+    e = Engine(EngineConfig(call_timeout_ms=1_000))
+    out = run(e, [call("c", "a", ts=0), call("d", "b", ts=5_000), result("c", "a", ts=5_500)])
+    assert kinds(out) == [("orphan_call", "timeout"), ("orphan_result", "late_result")]
+
+
+def test_second_call_with_open_id_supersedes_first() -> None:
+    e = Engine()
+    first, second = call("c", "a", ts=1), call("c", "a", ts=2)
+    out = run(e, [first, second, result("c", "a", ts=3)])
+    assert kinds(out) == [("orphan_call", "superseded"), ("pair", "id")]
+    assert out[0]["event"]["source"] == first.source
+    assert out[1]["call"]["source"] == second.source
+
+
+def test_call_timeout_is_event_time_and_wall_tick_fires_it() -> None:
+    e = Engine(EngineConfig(call_timeout_ms=60_000))
+    assert run(e, [call("c", "a", ts=0)]) == []
+    # no further input: only a tick (the adapter's wall-clock) can emit the unanswered call
+    assert e.advance(59_999) == []
+    out = e.advance(60_000)
+    assert kinds(out) == [("orphan_call", "timeout")]
+    assert out[0]["ts"] == "1970-01-01T00:00:00.000Z"
+
+
+def test_same_id_in_two_conversations_pairs_within_each() -> None:
+    # a resumed Claude Code session copies history under a new sessionId
+    e = Engine()
+    out = run(e, [call("s1", "toolu_X", ts=1), call("s2", "toolu_X", ts=2),
+                  result("s2", "toolu_X", ts=3), result("s1", "toolu_X", ts=4)])
+    assert [(p["conversation_id"], p["match"]) for p in out] == [("s2", "id"), ("s1", "id")]
+    assert out[0]["pair_id"] != out[1]["pair_id"]
+
+
+def test_conversation_limit_evicts_lru_and_emits() -> None:
+    e = Engine(EngineConfig(max_conversations=2))
+    out = run(e, [call("a", "1", ts=1), call("b", "2", ts=2), call("a", "3", ts=3), call("c", "4", ts=4)])
+    # "b" was least recently used
+    assert kinds(out) == [("orphan_call", "evicted")]
+    assert out[0]["conversation_id"] == "b"
+    assert e.open_conversations == 2 and e.evictions["conversations"] == 1
+
+
+def test_calls_per_conversation_limit_evicts_oldest_call() -> None:
+    e = Engine(EngineConfig(max_calls_per_conversation=2))
+    first = call("a", "1", ts=1)
+    out = run(e, [first, call("a", "2", ts=2), call("a", "3", ts=3)])
+    assert kinds(out) == [("orphan_call", "evicted")]
+    assert out[0]["event"]["source"] == first.source
+    assert e.open_calls == 2
+
+
+def test_held_bytes_limit_evicts_oldest_held_event() -> None:
+    e = Engine(EngineConfig(max_held_bytes=250))
+    first = call("a", "1", ts=1, size=100)
+    out = run(e, [first, call("b", "2", ts=2, size=100), call("c", "3", ts=3, size=100)])
+    assert kinds(out) == [("orphan_call", "evicted")]
+    assert out[0]["event"]["source"] == first.source
+    assert e.held_bytes == 200 <= 250
+
+
+def test_flush_emits_everything_open_with_reason() -> None:
+    e = Engine()
+    out = run(e, [call("a", "1", ts=1), call("a", None, ts=2), result("b", "zz", ts=3)], flush=True)
+    assert sorted(kinds(out)) == [("orphan_call", "shutdown"), ("orphan_call", "shutdown"),
+                                  ("orphan_result", "shutdown")]
+    assert e.open_calls == e.pending_results == e.held_bytes == 0 and e.oldest_held() is None
+    out = run(Engine(), [call("a", "1", ts=1), result("b", "zz", ts=3)])
+    e2 = Engine()
+    run(e2, [call("a", "1", ts=1), result("b", "zz", ts=3)])
+    assert sorted(kinds(e2.flush("end_of_input", result_reason="no_call"))) == [
+        ("orphan_call", "end_of_input"), ("orphan_result", "no_call")]
+    assert out == []
+
+
+def test_oldest_held_tracks_commit_watermark() -> None:
+    e = Engine()
+    c1, c2 = call("a", "1", ts=1), call("b", "2", ts=2)
+    run(e, [c1, c2])
+    held = e.oldest_held()
+    assert held is not None and held.event is c1
+    run(e, [result("a", "1", ts=3)])
+    held = e.oldest_held()
+    assert held is not None and held.event is c2
+
+
+def test_discard_forgets_without_emitting() -> None:
+    e = Engine()
+    run(e, [call("a", "1", ts=1), result("b", "x", ts=2)])
+    assert e.discard() == 2
+    assert e.flush() == [] and e.held_bytes == 0
+
+
+def test_idle_conversation_memory_expires_after_ttl() -> None:
+    e = Engine(EngineConfig(conversation_ttl_ms=1_000))
+    run(e, [call("a", "1", ts=0), result("a", "1", ts=10)])
+    assert e.open_conversations == 1
+    e.advance(1_011)
+    assert e.open_conversations == 0
+
+
+def test_pair_id_is_deterministic_from_conversation_and_call() -> None:
+    c = call("conv", "toolu_1", ts=1)
+    assert pair_id("conv", c) == pair_id("conv", call("conv", "toolu_1", ts=99))
+    assert pair_id("conv", c) != pair_id("other", c)
+    idless = call("conv", None, ts=1)
+    assert pair_id("conv", idless) == pair_id("conv", idless)
+    assert pair_id("conv", idless) != pair_id("conv", call("conv", None, ts=1))  # another line
+
+
+def test_same_input_same_output() -> None:
+    def scenario() -> list[Any]:
+        return [call("c", "a", ts=1), call("c", None, ts=2), result("c", None, ts=3),
+                result("c", "zz", ts=4), call("c", "b", ts=5)]
+
+    events = scenario()
+    a = run(Engine(EngineConfig(result_grace_ms=1)), events, flush=True)
+    b = run(Engine(EngineConfig(result_grace_ms=1)), events, flush=True)
+    assert a == b
+    assert sum(members(a).values()) == len(events)
+    assert set(members(a)) == {key(ev) for ev in events}
+
+
+def test_config_rejects_zero_limits() -> None:
+    with pytest.raises(ValueError, match="max_conversations"):
+        EngineConfig(max_conversations=0)
+    with pytest.raises(ValueError, match="call_timeout_ms"):
+        EngineConfig(call_timeout_ms=0)
