@@ -40,14 +40,7 @@ from typing import Any
 DEFAULT_VERSION = os.environ.get("STREAM_PAIRER_KAFKA_VERSION", "3.9.2")
 KAFKA4_VERSION = "4.1.2"
 READY_MARKER = "Kafka Server started"  # logged by KafkaRaftServer once the broker is unfenced
-JVM_OPTS = [
-    "-Xms128m",
-    "-Xmx512m",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-Djava.awt.headless=true",
-]
+JVM_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"]
 
 # Kafka 3.x logs through slf4j 1.7 + reload4j; 4.x ships log4j2 and needs its slf4j 1.x binding.
 _LOGGING_DEPS = {
@@ -120,16 +113,8 @@ def resolve(version: str = DEFAULT_VERSION) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     (home / "pom.xml").write_text(_pom(version))
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
-    cmd = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(home / "pom.xml"),
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={staging}",
-        "-DincludeScope=runtime",
-    ]
+    opts = [f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
+    cmd = [mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies", *opts]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
         shutil.rmtree(staging, ignore_errors=True)
@@ -301,17 +286,11 @@ class KafkaBroker:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Graceful (controlled) shutdown with SIGTERM; SIGKILL only if it overstays the timeout."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
+        if self.proc is not None:
+            self.proc.terminate()  # a no-op if it already exited
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        _LIVE.discard(self.proc)
-        self.proc = None
+            self.kill()  # reaps it, and ends a node that overstayed the timeout
 
     def kill(self) -> None:
         """SIGKILL: a crash, with no controlled shutdown and no clean log close."""
@@ -393,7 +372,11 @@ class KafkaCluster:
         return self
 
     def stop(self, i: int | None = None) -> None:
-        for node in self.nodes if i is None else [self.nodes[i]]:
+        """Stop node i, or all: SIGTERM to every node first, so the quorum outlives the brokers' shutdown."""
+        nodes = [node for node in (self.nodes if i is None else [self.nodes[i]]) if node.proc]
+        for node in nodes:
+            node.proc.terminate()  # type: ignore[union-attr]
+        for node in nodes:
             node.stop()
 
     def kill(self, i: int) -> None:
