@@ -221,6 +221,9 @@ class KafkaBroker:
             "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": 5,
             "group.initial.rebalance.delay.ms": 0,
+            # A SIGKILLed node re-registers only once its old incarnation's session expired (9 s default).
+            "broker.session.timeout.ms": 4000,
+            "broker.heartbeat.interval.ms": 500,
             "auto.create.topics.enable": "true",
         }
         (self.dir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -300,10 +303,15 @@ class KafkaBroker:
             _LIVE.discard(self.proc)
             self.proc = None
 
-    def log_tail(self, lines: int = 40) -> str:
+    def log_tail(self, lines: int = 30) -> str:
+        """The first errors and the last lines of this run's log: the cause is rarely at the very end."""
         if not self.log_path.exists():
             return "(no log)"
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        with self.log_path.open("rb") as log:
+            log.seek(getattr(self, "_log_offset", 0))
+            text = log.read().decode(errors="replace").splitlines()
+        errors = [line for line in text if " ERROR " in line or "Exception: " in line][:6]
+        return "\n".join([*errors, "[...]", *text[-lines:]] if errors else text[-lines:])
 
     def close(self) -> None:
         self.stop()
@@ -436,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
             broker = KafkaBroker(
                 directory, version=args.version, port=args.port, num_partitions=args.partitions
             )
+            if args.foreground:  # Ctrl-C or SIGTERM (even where a parent shell ignores SIGINT) stops it
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, signal.default_int_handler)
             t0 = time.monotonic()
             broker.start(detach=not args.foreground)
             print(broker.bootstrap, flush=True)
@@ -445,8 +456,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             if args.foreground:
-                with contextlib.suppress(KeyboardInterrupt):
+                try:
                     broker.proc.wait()  # type: ignore[union-attr]
+                except KeyboardInterrupt:
+                    print("stopping Kafka ...", file=sys.stderr)
                 broker.stop()
             else:
                 print(f"stop it with: python {sys.argv[0]} stop --dir {broker.dir}", file=sys.stderr)

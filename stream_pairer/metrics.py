@@ -41,6 +41,7 @@ ORPHAN_REASONS: Final = (
     "evicted",
     "shutdown",
     "rebalance",
+    "end_of_input",
 )
 OUTCOMES: Final = ("ok", "empty", "error")
 FAILURE_POINTS: Final = (

@@ -83,12 +83,28 @@ class ToolEvent:
         return side
 
 
+_SECOND_PREFIX: dict[int, str] = {}
+
+
 def format_ts(ts_ms: float | None) -> str | None:
-    """RFC 3339 UTC with milliseconds: what warehouses parse without a format string."""
+    """RFC 3339 UTC with milliseconds: what warehouses parse without a format string.
+
+    Called four times per pair, so the "YYYY-MM-DDTHH:MM:SS." prefix is cached per second (events
+    cluster in time); the cache is cleared when it grows, which keeps it bounded."""
     if ts_ms is None:
         return None
-    dt = datetime.fromtimestamp(ts_ms / 1000.0, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    ms = int(ts_ms)
+    sec, milli = divmod(ms, 1000)
+    prefix = _SECOND_PREFIX.get(sec)
+    if prefix is None:
+        if len(_SECOND_PREFIX) >= 4096:
+            _SECOND_PREFIX.clear()
+        try:
+            prefix = datetime.fromtimestamp(sec, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        except (OverflowError, OSError, ValueError):
+            return None  # outside what datetime can represent: no timestamp rather than a crash
+        _SECOND_PREFIX[sec] = prefix
+    return f"{prefix}{milli:03d}Z"
 
 
 def event_key(source: Source, block: int) -> tuple[Any, ...]:

@@ -118,9 +118,7 @@ class ToolSchemaRegistry:
         for p in paths:
             path = Path(p)
             if path.is_dir():
-                files = sorted(
-                    f for f in path.rglob("*.json") if f.is_file() and not f.name.startswith(".")
-                )
+                files = sorted(f for f in path.rglob("*.json") if f.is_file() and not f.name.startswith("."))
                 if not files:
                     raise ToolSchemaError(f"{path}: no *.json tool definition files in this directory")
             elif path.is_file():

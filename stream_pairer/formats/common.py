@@ -23,6 +23,7 @@ Part = tuple[EventType, str | None, str | None, Any, bool | None, Any, str]
 __all__ = [
     "CALL",
     "DEFAULT_CONFIG",
+    "MAX_DEPTH",
     "RESULT",
     "FormatConfig",
     "FormatError",
@@ -31,6 +32,7 @@ __all__ = [
     "as_id",
     "as_list",
     "as_name",
+    "check_depth",
     "conversation_id",
     "decode_arguments",
     "json_type",
@@ -162,6 +164,33 @@ def as_list(value: object, prefix: str, index: int | None, field: str) -> list[A
     if value is None or type(value) is list:
         return value
     raise wrong_type(value, prefix, index, field, "an array")
+
+
+# Deepest nesting accepted in a record that yields events. orjson reads up to 1024 levels but
+# writes at most 254, and every output record wraps the original block a few levels deeper (pair ->
+# call side -> raw): a deeper record would be accepted here and then crash the output writer or
+# the failure tagger. Real logs stay far below this.
+MAX_DEPTH: Final = 200
+
+
+def check_depth(record: Any, raw_len: int, count_brackets: Any) -> None:
+    """Raise too_large when `record` nests deeper than MAX_DEPTH. Cheap filters first: nesting N
+    deep needs N opening and N closing brackets, so short records cannot; longer ones are walked
+    only when `bytes.count` (C speed) finds more opening brackets than the limit. The walk is
+    iterative: no recursion limit to hit."""
+    if raw_len <= 2 * MAX_DEPTH or count_brackets(b"{") + count_brackets(b"[") <= MAX_DEPTH:
+        return
+    stack: list[tuple[Any, int]] = [(record, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if type(value) is dict else value
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                if depth >= MAX_DEPTH:
+                    raise FormatError(
+                        "too_large", f"the record nests more than {MAX_DEPTH} levels of arrays and objects"
+                    )
+                stack.append((child, depth + 1))
 
 
 def decode_arguments(value: Any) -> Any:

@@ -26,6 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import kafka_broker as kb  # a script, not a package: found through the path set just above
 from kafka_broker import KafkaBroker, KafkaToolError
 
+__all__ = [
+    "BrokerFactory",
+    "KafkaBroker",
+    "TopicFactory",
+    "check_transactions",
+    "kb",
+    "read_all",
+    "start_broker",
+]
 HERE = Path(__file__).resolve().parent
 BrokerFactory = Callable[..., KafkaBroker]
 TopicFactory = Callable[..., Awaitable[str]]

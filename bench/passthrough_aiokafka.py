@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Ceiling (a): the least a Python Kafka service can do: consume, produce the same bytes, commit.
+
+This is the sidecar minus everything stream-pairer adds (parsing, pairing, serialization of new
+records): the same aiokafka client, the same batching (`getmany`), the same delivery discipline
+(at-least-once: offsets committed only after the batch's sends are acknowledged with acks=all;
+exactly-once: a transaction per batch with `send_offsets_to_transaction`). Whatever rate this
+reaches is the most the sidecar could reach on this machine with this client.
+
+    python bench/passthrough_aiokafka.py --bootstrap-servers H:P --input-topic T --output-topic O [--exactly-once]
+
+Runs until SIGTERM/SIGINT (the harness stops it once the output topic holds every message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import uuid
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+
+async def main(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    consumer = AIOKafkaConsumer(
+        args.input_topic,
+        bootstrap_servers=args.bootstrap_servers,
+        group_id=args.group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        max_partition_fetch_bytes=args.fetch_bytes,
+    )
+    producer_kw: dict[str, object] = {
+        "bootstrap_servers": args.bootstrap_servers,
+        "acks": "all",
+        "linger_ms": args.linger_ms,
+        "max_batch_size": args.batch_bytes,
+        "enable_idempotence": True,
+    }
+    if args.exactly_once:
+        producer_kw["transactional_id"] = f"passthrough-{uuid.uuid4().hex[:8]}"
+    producer = AIOKafkaProducer(**producer_kw)  # type: ignore[arg-type]
+    await producer.start()
+    await consumer.start()
+    out = args.output_topic
+    n = 0
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=200, max_records=args.max_records)
+            if not batches:
+                continue
+            offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batches.items()}
+            if args.exactly_once:
+                async with producer.transaction():
+                    for msgs in batches.values():
+                        for m in msgs:
+                            await producer.send(out, m.value, key=m.key)
+                    await producer.send_offsets_to_transaction(
+                        {tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()}, args.group
+                    )
+            else:
+                futs = []
+                send = producer.send
+                for msgs in batches.values():
+                    for m in msgs:
+                        futs.append(await send(out, m.value, key=m.key))
+                await asyncio.gather(*futs)
+                await consumer.commit({TopicPartition(tp.topic, tp.partition): o for tp, o in offsets.items()})
+            n += sum(len(m) for m in batches.values())
+    finally:
+        await consumer.stop()
+        await producer.stop()
+        print(f"passthrough: {n} messages", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap-servers", required=True)
+    p.add_argument("--input-topic", required=True)
+    p.add_argument("--output-topic", required=True)
+    p.add_argument("--group", default=f"passthrough-{uuid.uuid4().hex[:8]}")
+    p.add_argument("--exactly-once", action="store_true")
+    p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--batch-bytes", type=int, default=1 << 20)
+    p.add_argument("--fetch-bytes", type=int, default=1 << 20)
+    p.add_argument("--max-records", type=int, default=5000)
+    asyncio.run(main(p.parse_args()))

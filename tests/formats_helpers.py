@@ -1,0 +1,27 @@
+"""Shared helpers for the format-layer tests: reading the sample files and summarizing events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stream_pairer.formats import parse_record
+from stream_pairer.model import ToolEvent
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def sample_lines(name: str) -> list[bytes]:
+    return (SAMPLES / name).read_bytes().splitlines()
+
+
+def parse_file(name: str, key: str | None = None) -> list[list[ToolEvent]]:
+    """Events of every line of a sample file, by line (1-based line n is index n - 1)."""
+    return [
+        parse_record(raw, {"file": name, "line": n}, key=key) for n, raw in enumerate(sample_lines(name), 1)
+    ]
+
+
+def brief(ev: ToolEvent) -> tuple[Any, ...]:
+    """(kind, id, name, is_error): the fields the pairing rules look at."""
+    return ("call" if ev.is_call else "result", ev.id, ev.name, ev.is_error)

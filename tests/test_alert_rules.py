@@ -1,0 +1,274 @@
+"""The alert rules, tested with Prometheus's own `promtool` on synthetic series.
+
+deploy/prometheus/stream-pairer-rules.test.yml holds the cases (each alert fires when it should and
+stays silent when it should not). Passing is not enough: the mutation tests below rewrite a rule and
+check that the cases notice, so that a case which would pass whatever the rule says is caught:
+
+* each alert removed: every case expecting it to fire must fail;
+* each alert made to fire always: every case expecting silence for it must fail;
+* each guard of the orphan alerts (threshold, traffic floor, lifecycle reasons, baseline, floor)
+  loosened: the one case written for that guard must fail.
+
+promtool comes from the Debian package `prometheus`. Missing promtool skips these tests locally and
+fails them in CI (CI=true).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES_DIR = ROOT / "deploy" / "prometheus"
+RULES = RULES_DIR / "stream-pairer-rules.yml"
+RULE_TESTS = RULES_DIR / "stream-pairer-rules.test.yml"
+SEVERITIES = {"page", "warning"}
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data
+
+
+def alerts() -> dict[str, dict[str, Any]]:
+    return {r["alert"]: r for g in load(RULES)["groups"] for r in g["rules"] if "alert" in r}
+
+
+def cases_for(alert: str, *, firing: bool) -> list[str]:
+    """Names of test cases with at least one evaluation of `alert` expecting it firing (or silent)."""
+    names = []
+    for case in load(RULE_TESTS)["tests"]:
+        for check in case.get("alert_rule_test", []):
+            if check["alertname"] == alert and bool(check.get("exp_alerts")) == firing:
+                names.append(case["name"])
+                break
+    return names
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("promtool is required in CI (apt-get install prometheus)")
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    return path
+
+
+def run_promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [promtool(), *args], capture_output=True, text=True, check=False, cwd=cwd, timeout=300
+    )
+
+
+def run_mutant(tmp: Path, rules: dict[str, Any], case_names: list[str]) -> subprocess.CompletedProcess[str]:
+    """promtool test rules with `rules` in place of the real file, on the named cases only."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / RULES.name).write_text(yaml.safe_dump(rules, sort_keys=False), encoding="utf-8")
+    tests = load(RULE_TESTS)
+    tests["tests"] = [c for c in tests["tests"] if c["name"] in case_names]
+    assert len(tests["tests"]) == len(set(case_names)), "unknown case name"
+    (tmp / RULE_TESTS.name).write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
+    return run_promtool("test", "rules", RULE_TESTS.name, cwd=tmp)
+
+
+def failed_cases(proc: subprocess.CompletedProcess[str]) -> set[str]:
+    """Case names promtool reports as failed (`name: <case>,` lines of its report)."""
+    return {m.group(1) for m in re.finditer(r"^\s*name: (.*?),\s*$", proc.stdout + proc.stderr, re.M)}
+
+
+def mutate(alert: str, change: Any) -> dict[str, Any]:
+    rules = load(RULES)
+    for group in rules["groups"]:
+        for i, rule in enumerate(group["rules"]):
+            if rule.get("alert") == alert:
+                new = change(copy.deepcopy(rule))
+                if new is None:
+                    del group["rules"][i]
+                else:
+                    group["rules"][i] = new
+                return rules
+    raise AssertionError(alert)
+
+
+# ------------------------------------------------------------------------------ structure (no tool)
+def test_required_alerts_exist() -> None:
+    required = {
+        "StreamPairerOrphanRateHigh",  # absolute threshold
+        "StreamPairerOrphanRateSpike",  # against its own baseline
+        "StreamPairerFifoShareRising",
+        "StreamPairerDeadLetterRateHigh",
+        "StreamPairerConsumerLagGrowing",
+        "StreamPairerDown",
+        "StreamPairerNotConsuming",
+    }
+    assert required <= set(alerts())
+
+
+@pytest.mark.parametrize("name", sorted(alerts()))
+def test_alert_is_complete(name: str) -> None:
+    rule = alerts()[name]
+    assert re.fullmatch(r"\d+[smh]", rule["for"]), (
+        "every alert waits (`for:`) so one bad minute does not page"
+    )
+    assert rule["labels"]["severity"] in SEVERITIES
+    ann = rule["annotations"]
+    assert ann["summary"] and ann["description"]
+    path, _, anchor = ann["runbook"].partition("#")
+    assert anchor == name.lower(), "runbook anchors are the alert's heading"
+    assert (ROOT / path).is_file(), f"runbook file {path} is missing"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("name", sorted(alerts()))
+def test_alert_runbook_section_exists(name: str) -> None:
+    """The runbook link of each alert lands on a section saying what to do when it fires."""
+    path, _, anchor = alerts()[name]["annotations"]["runbook"].partition("#")
+    doc = ROOT / path
+    if not doc.is_file():
+        pytest.fail(f"{doc} is missing")
+    text = doc.read_text(encoding="utf-8")
+    headings = {_slug(h): h for h in re.findall(r"^#+\s+(.+?)\s*$", text, re.M)}
+    assert anchor in headings, f"{path} has no heading for #{anchor}"
+    section = text.split(headings[anchor], 1)[1].split("\n#", 1)[0]
+    assert len(section.split()) >= 20, f"{path}#{anchor}: say what to do when it fires"
+
+
+@pytest.mark.parametrize("name", sorted(alerts()))
+def test_alert_has_firing_and_silent_cases(name: str) -> None:
+    assert cases_for(name, firing=True), f"{name}: no case where it fires"
+    assert cases_for(name, firing=False), f"{name}: no case where it stays silent"
+
+
+def test_test_file_loads_the_rule_file() -> None:
+    assert load(RULE_TESTS)["rule_files"] == [RULES.name]
+
+
+def test_spike_alert_compares_hour_with_day() -> None:
+    expr = alerts()["StreamPairerOrphanRateSpike"]["expr"]
+    assert "ratio_rate1h" in expr and "ratio_rate1d" in expr
+
+
+# ------------------------------------------------------------------------------ promtool
+@pytest.mark.tools
+def test_promtool_check_rules() -> None:
+    proc = run_promtool("check", "rules", str(RULES))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    n = sum(len(g["rules"]) for g in load(RULES)["groups"])
+    assert f"SUCCESS: {n} rules found" in proc.stdout
+
+
+@pytest.mark.tools
+def test_promtool_unit_tests_pass() -> None:
+    proc = run_promtool("test", "rules", RULE_TESTS.name, cwd=RULES_DIR)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+@pytest.mark.tools
+def test_every_case_can_fail(tmp_path: Path) -> None:
+    """For each alert: removed -> its firing cases fail; always firing -> its silent cases fail."""
+
+    def always(rule: dict[str, Any]) -> dict[str, Any]:
+        rule["expr"] = "vector(1)"
+        rule.pop("for", None)
+        return rule
+
+    jobs = []
+    for name in alerts():
+        jobs.append((f"{name}-removed", mutate(name, lambda _r: None), cases_for(name, firing=True)))
+        jobs.append((f"{name}-always", mutate(name, always), cases_for(name, firing=False)))
+
+    def run(job: tuple[str, dict[str, Any], list[str]]) -> tuple[str, list[str], set[str], str]:
+        label, rules, cases = job
+        proc = run_mutant(tmp_path / label, rules, cases)
+        return label, cases, failed_cases(proc), proc.stdout[-2000:]
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(run, jobs))
+    problems = [
+        f"{label}: cases still passing: {sorted(set(cases) - failed)}\n{out}"
+        for label, cases, failed, out in results
+        if set(cases) - failed
+    ]
+    assert not problems, "\n".join(problems)
+
+
+# Each guard of the paging alerts, loosened, and the case written to catch exactly that.
+GUARDS = [
+    (
+        "StreamPairerOrphanRateHigh",
+        "ratio_rate5m > 0.05",
+        "ratio_rate5m > 0.01",
+        "orphan rate below the threshold stays silent",
+    ),
+    (
+        "StreamPairerOrphanRateHigh",
+        "namespace_job:stream_pairer_results:rate5m > 0.1",
+        "namespace_job:stream_pairer_results:rate5m > 0",
+        "a high ratio on a trickle of results stays silent (traffic floor)",
+    ),
+    (
+        "StreamPairerOrphanRateHigh",
+        "ratio_rate5m > 0.05",
+        "ratio_rate5m > 0.05 or on(namespace, job) (sum by (namespace, job) "
+        '(rate(stream_pairer_orphans_total{kind="orphan_result"}[5m])) > 0.1)',
+        "orphan results from shutdown, rebalance and end of input do not page",
+    ),
+    (
+        "StreamPairerOrphanRateSpike",
+        "> 3 * namespace_job:stream_pairer_orphan_results:ratio_rate1d",
+        "> 0.5 * namespace_job:stream_pairer_orphan_results:ratio_rate1d",
+        "a steady 3% orphan rate is its own baseline and does not spike",
+    ),
+    (
+        "StreamPairerOrphanRateSpike",
+        "ratio_rate1h > 0.01",
+        "ratio_rate1h > 0",
+        "tripling a tiny rate stays under the 1% floor",
+    ),
+    (
+        "StreamPairerNotConsuming",
+        "(stream_pairer_consumer_lag_messages) > 0",
+        "(stream_pairer_consumer_lag_messages) >= 0",
+        "idle input (nothing to consume) stays silent",
+    ),
+    (
+        "StreamPairerConsumerLagGrowing",
+        "delta(namespace_job_topic:stream_pairer_consumer_lag_messages:sum[15m]) > 0",
+        "delta(namespace_job_topic:stream_pairer_consumer_lag_messages:sum[15m]) > -1e9",
+        "high lag that is shrinking (catching up) stays silent",
+    ),
+    (
+        "StreamPairerDown",
+        "up == 0 and on (job, instance) max_over_time(stream_pairer_build_info[1d])",
+        "up == 0",
+        "a sidecar scraped under its application's job goes down",
+    ),
+]
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("alert, old, new, case", GUARDS, ids=[f"{g[0]}:{g[3][:30]}" for g in GUARDS])
+def test_guard_is_tested(alert: str, old: str, new: str, case: str, tmp_path: Path) -> None:
+    def loosen(rule: dict[str, Any]) -> dict[str, Any]:
+        assert rule["expr"].count(old) == 1, f"{old!r} not found once in {alert}"
+        rule["expr"] = rule["expr"].replace(old, new)
+        return rule
+
+    proc = run_mutant(tmp_path, mutate(alert, loosen), [case])
+    assert proc.returncode != 0 and case in failed_cases(proc), (
+        f"loosening {alert} ({old!r} -> {new!r}) went unnoticed:\n{proc.stdout}"
+    )

@@ -1,0 +1,549 @@
+"""Unreadable records: every FormatError reason, with the detail an operator needs; plus the
+conversation-id, id, timestamp and detection rules on small hand-made records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from stream_pairer.formats import DEFAULT_CONFIG, FormatConfig, parse_record
+from stream_pairer.model import FormatError, ToolEvent
+
+SRC = {"topic": "ai-logs", "partition": 3, "offset": 1207}
+
+
+def parse(rec: Any, **kw: Any) -> list[ToolEvent]:
+    raw = rec if isinstance(rec, bytes) else orjson.dumps(rec)
+    return parse_record(raw, SRC, **kw)
+
+
+def error(rec: Any, **kw: Any) -> FormatError:
+    with pytest.raises(FormatError) as info:
+        parse(rec, **kw)
+    return info.value
+
+
+def anthropic_call(**block: Any) -> dict[str, Any]:
+    b = {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {}}
+    b.update(block)
+    return {
+        "conversation_id": "c1",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}, b]},
+    }
+
+
+# ------------------------------------------------------------------ reasons
+
+
+def test_too_large() -> None:
+    raw = orjson.dumps({"conversation_id": "c", "type": "tool_call", "name": "x", "arguments": "a" * 200})
+    err = error(raw, config=FormatConfig(max_record_bytes=100))
+    assert err.reason == "too_large"
+    assert err.detail == f"the record is {len(raw)} bytes, more than the 100 byte limit"
+    assert parse(raw, config=FormatConfig(max_record_bytes=len(raw)))  # exactly at the limit: fine
+
+
+def test_invalid_utf8() -> None:
+    raw = b'{"conversation_id": "caf\xe9", "type": "tool_call"}'
+    err = error(raw)
+    assert err.reason == "invalid_utf8"
+    assert err.detail == f"the record is not valid UTF-8: byte 0xe9 at offset {raw.index(0xE9)}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "detail_part"),
+    [
+        (b'{"conversation_id": "c", "type": "tool_call",', "line 1 column"),
+        (b"{'conversation_id': 'c'}", "not valid JSON"),
+        (b'{"a": NaN}', "not valid JSON"),
+    ],
+)
+def test_invalid_json(raw: bytes, detail_part: str) -> None:
+    err = error(raw)
+    assert err.reason == "invalid_json"
+    assert err.detail.startswith("the record is not valid JSON: ")
+    assert detail_part in err.detail
+
+
+def nested(depth: int) -> bytes:
+    """A Claude Code-like assistant line whose tool input nests `depth` levels below the record."""
+    inner = b'{"k":' * (depth - 4) + b"1" + b"}" * (depth - 4)
+    return (
+        b'{"sessionId":"s","type":"assistant","message":{"role":"assistant","content":'
+        b'[{"type":"tool_use","id":"toolu_1","name":"Deep","input":' + inner + b"}]}}"
+    )
+
+
+def test_too_large_nesting() -> None:
+    """orjson reads 1024 levels but writes only 254: a record that deep would pass here and then
+    crash whoever serializes the output. The limit is 200 levels for records with events."""
+    (ev,) = parse(nested(200))
+    # the event, wrapped as an output record would wrap it, still serializes
+    orjson.dumps({"kind": "pair", "call": ev.to_side(), "result": ev.to_side()})
+    err = error(nested(201))
+    assert err.reason == "too_large"
+    assert err.detail == "the record nests more than 200 levels of arrays and objects"
+    # beyond orjson's own read limit: same reason
+    err = error(b"[" * 5000 + b"]" * 5000)
+    assert err.reason == "too_large"
+    assert err.detail.startswith("the record nests too deeply to be read")
+
+
+def test_many_brackets_but_shallow_is_fine() -> None:
+    items = [{"title": f"r{i}", "tags": ["a", "b"]} for i in range(400)]
+    rec = {"conversation_id": "c", "type": "tool_result", "id": "x", "content": items}
+    (ev,) = parse(rec)
+    assert len(ev.payload) == 400
+
+
+@pytest.mark.parametrize("raw", [b"", b"   ", b"\n"])
+def test_empty_record_is_invalid_json(raw: bytes) -> None:
+    err = error(raw)
+    assert (err.reason, err.detail) == ("invalid_json", "the record is empty")
+
+
+def test_byte_order_mark_is_tolerated() -> None:
+    rec = {"conversation_id": "c", "type": "tool_call", "id": "a", "name": "n"}
+    (ev,) = parse(b"\xef\xbb\xbf" + orjson.dumps(rec))
+    assert ev.id == "a"
+    assert error(b"\xef\xbb\xbf{").reason == "invalid_json"
+
+
+@pytest.mark.parametrize(
+    ("raw", "what"),
+    [(b"[1, 2]", "an array"), (b'"tool_call"', "a string"), (b"42", "an integer"), (b"null", "null")],
+)
+def test_not_an_object(raw: bytes, what: str) -> None:
+    err = error(raw)
+    assert err.reason == "not_an_object"
+    assert err.detail == f"the record is {what}, expected a JSON object"
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        {},
+        {"conversation_id": "c"},
+        {"conversation_id": "c", "level": "info", "msg": "started"},
+        {"conversation_id": "c", "content": "text but no role"},
+        {"conversation_id": "c", "type": "content_block_delta", "delta": {"type": "text_delta"}},
+    ],
+)
+def test_unknown_shape(rec: dict[str, Any]) -> None:
+    err = error(rec)
+    assert err.reason == "unknown_shape"
+    assert "matches no supported format" in err.detail
+    for k in rec:
+        assert k in err.detail  # the keys that were seen are listed
+
+
+def test_unknown_shape_names_the_type_and_the_wrapper() -> None:
+    err = error({"conversation_id": "c", "message": {"type": "response.output_text.delta", "delta": "Hi"}})
+    assert err.reason == "unknown_shape"
+    assert err.detail.startswith("message matches no supported format (type 'response.output_text.delta')")
+
+
+def test_streaming_chat_chunk_is_unknown_shape_with_a_reason() -> None:
+    chunk = {
+        "conversation_id": "c",
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"ci'}}]}}],
+    }
+    err = error(chunk)
+    assert err.reason == "unknown_shape"
+    assert "streaming chunk" in err.detail
+
+
+def test_jsonrpc_without_method_result_or_error() -> None:
+    err = error({"session_id": "s", "message": {"jsonrpc": "2.0", "id": 3}})
+    assert err.reason == "unknown_shape"
+    assert err.detail == "message is a JSON-RPC message with none of method, result, error"
+
+
+def test_missing_conversation_id() -> None:
+    err = error({"type": "tool_call", "id": "a", "name": "n"})
+    assert err.reason == "missing_conversation_id"
+    assert err.detail == (
+        "none of the conversation id fields (conversation_id, sessionId, session_id, thread_id, "
+        "conversation.id, metadata.conversation_id) holds a non-empty value, and no message key was given"
+    )
+    err = error({"type": "tool_call", "id": "a", "name": "n", "conversation_id": "  "}, key=" ")
+    assert err.reason == "missing_conversation_id"
+    assert err.detail.endswith("and the message key is blank")
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [(["c1"], "an array"), ({"id": "c1"}, "an object"), (True, "a boolean"), (1.5, "a number")],
+)
+def test_conversation_id_wrong_type(value: Any, what: str) -> None:
+    err = error({"conversation_id": value, "type": "tool_call", "name": "n"}, key="fallback")
+    assert err.reason == "wrong_type"
+    assert err.detail == f"conversation id field 'conversation_id' is {what}, expected a string or an integer"
+
+
+@pytest.mark.parametrize(
+    ("rec", "detail"),
+    [
+        (anthropic_call(id=["toolu_01"]), "message.content[1].id is an array, expected a string id"),
+        (anthropic_call(name=7), "message.content[1].name is an integer, expected a string tool name"),
+        (anthropic_call(is_error="no"), None),  # is_error on a call is not read: no error
+        (
+            {"conversation_id": "c", "role": "user", "content": [{"type": "tool_result", "is_error": "yes"}]},
+            "content[0].is_error is a string, expected a boolean",
+        ),
+        (
+            {"conversation_id": "c", "role": "user", "content": ["just a string"]},
+            "content[0] is a string, expected a content block object",
+        ),
+        (
+            {"conversation_id": "c", "role": "user", "content": {"type": "text"}},
+            "content is an object, expected a string or an array of content blocks",
+        ),
+        (
+            {"conversation_id": "c", "role": "assistant", "tool_calls": {"id": "call_1"}},
+            "tool_calls is an object, expected an array",
+        ),
+        (
+            {"conversation_id": "c", "role": "assistant", "tool_calls": [{"id": "c1", "function": "f"}]},
+            "tool_calls[0].function is a string, expected an object",
+        ),
+        (
+            {"conversation_id": "c", "role": "tool", "tool_call_id": 1.5, "content": "x"},
+            "tool_call_id is a number, expected a string id",
+        ),
+        (
+            {
+                "conversation_id": "c",
+                "output": {"message": {"role": "user", "content": [{"toolResult": []}]}},
+            },
+            "output.message.content[0].toolResult is an array, expected an object",
+        ),
+        (
+            {
+                "conversation_id": "c",
+                "role": "user",
+                "content": [{"toolResult": {"toolUseId": "t", "status": 1}}],
+            },
+            'content[0].toolResult.status is an integer, expected "success" or "error"',
+        ),
+        (
+            {"conversation_id": "c", "candidates": [{"content": {"parts": [{"functionCall": ["f"]}]}}]},
+            "candidates[0].content.parts[0].functionCall is an array, expected an object",
+        ),
+        (
+            {
+                "conversation_id": "c",
+                "message": {"jsonrpc": "2.0", "id": [1], "method": "tools/call", "params": {"name": "x"}},
+            },
+            "message.id is an array, expected a string id",
+        ),
+        (
+            {
+                "conversation_id": "c",
+                "message": {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": []},
+            },
+            "message.params is an array, expected an object",
+        ),
+        (
+            {"conversation_id": "c", "jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": "true"}},
+            "result.isError is a string, expected a boolean",
+        ),
+        (
+            {"conversation_id": "c", "type": "function_call", "call_id": {"a": 1}, "name": "f"},
+            "call_id is an object, expected a string id",
+        ),
+        (
+            {"conversation_id": "c", "output": [{"type": "function_call", "call_id": "a", "name": ["f"]}]},
+            "output[0].name is an array, expected a string tool name",
+        ),
+        (
+            {"conversation_id": "c", "type": "tool_call", "name": "n", "ts": [2025]},
+            "ts is an array, expected an RFC 3339 string or an epoch number",
+        ),
+        (
+            {"conversation_id": "c", "type": "tool_call", "name": "n", "timestamp": "yesterday"},
+            "timestamp is the string 'yesterday', "
+            "expected an RFC 3339 timestamp or epoch seconds/milliseconds",
+        ),
+        (
+            {"conversation_id": "c", "type": "tool_call", "name": "n", "ts": -5},
+            "ts is '-5', outside the years 1970..9999",
+        ),
+        (
+            {"conversation_id": "c", "type": "tool_call", "name": "n", "ts": 1e300},
+            "ts is '1e+300', outside the years 1970..9999",
+        ),
+        ({"type": "user", "sessionId": "s", "message": "hello"}, "message is a string, expected an object"),
+    ],
+)
+def test_wrong_type(rec: dict[str, Any], detail: str | None) -> None:
+    if detail is None:
+        assert parse(rec)
+        return
+    err = error(rec)
+    assert err.reason == "wrong_type"
+    assert err.detail == detail
+
+
+@pytest.mark.parametrize(
+    ("rec", "detail"),
+    [
+        (
+            {"conversation_id": "c", "type": "tool_call", "id": "a"},
+            "name is missing: a tool call needs a tool name",
+        ),
+        (anthropic_call(name="   "), "message.content[1].name is missing: a tool call needs a tool name"),
+        (
+            {
+                "conversation_id": "c",
+                "role": "assistant",
+                "tool_calls": [{"id": "call_1", "type": "function"}],
+            },
+            "tool_calls[0].function is missing: a tool call needs function.name",
+        ),
+        (
+            {"conversation_id": "c", "role": "assistant", "function_call": {"arguments": "{}"}},
+            "function_call.name is missing: a tool call needs a tool name",
+        ),
+        (
+            {"conversation_id": "c", "jsonrpc": "2.0", "id": 1, "method": "tools/call"},
+            "params is missing: a tools/call request needs params.name",
+        ),
+        (
+            {"conversation_id": "c", "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}},
+            "params.name is missing: a tool call needs a tool name",
+        ),
+        (
+            {
+                "conversation_id": "c",
+                "output": {"message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t"}}]}},
+            },
+            "output.message.content[0].toolUse.name is missing: a tool call needs a tool name",
+        ),
+        (
+            {
+                "conversation_id": "c",
+                "role": "model",
+                "parts": [{"text": "x"}, {"functionCall": {"args": {}}}],
+            },
+            "parts[1].functionCall.name is missing: a tool call needs a tool name",
+        ),
+    ],
+)
+def test_missing_field(rec: dict[str, Any], detail: str) -> None:
+    err = error(rec)
+    assert err.reason == "missing_field"
+    assert err.detail == detail
+
+
+def test_every_reason_has_a_test_above() -> None:
+    """The reason codes are metric label values: the set must not drift silently."""
+    reasons = {
+        "too_large",
+        "invalid_utf8",
+        "invalid_json",
+        "not_an_object",
+        "unknown_shape",
+        "missing_conversation_id",
+        "wrong_type",
+        "missing_field",
+    }
+    src = Path(__file__).read_text(encoding="utf-8")
+    for r in reasons:
+        assert f"def test_{r}" in src
+
+
+# ------------------------------------------------------------------ conversation id
+
+
+def test_kafka_key_is_the_fallback_conversation_id() -> None:
+    rec = {"type": "tool_result", "id": "a", "content": "ok"}
+    (ev,) = parse(rec, key="  conv-from-key ")
+    assert ev.conversation_id == "conv-from-key"
+    rec["conversation_id"] = "conv-from-record"
+    (ev,) = parse(rec, key="conv-from-key")
+    assert ev.conversation_id == "conv-from-record"  # the record wins over the key
+
+
+def test_conversation_fields_are_tried_in_order_and_may_be_dotted() -> None:
+    rec = {
+        "type": "tool_call",
+        "name": "n",
+        "thread_id": "thr",
+        "sessionId": "  ",  # blank: skipped
+        "meta": {"trace": {"conv": "deep"}},
+    }
+    assert parse(rec)[0].conversation_id == "thr"
+    cfg = FormatConfig(conversation_fields=("meta.trace.conv", "thread_id"))
+    assert parse(rec, config=cfg)[0].conversation_id == "deep"
+    cfg = FormatConfig(
+        conversation_fields=("meta.trace.nothing", "meta.missing.conv", "thread_id.x", "thread_id")
+    )
+    assert parse(rec, config=cfg)[0].conversation_id == "thr"
+    assert DEFAULT_CONFIG.conversation_fields[0] == "conversation_id"
+
+
+def test_conversation_id_is_not_needed_for_records_without_events() -> None:
+    assert parse({"type": "summary", "summary": "x", "leafUuid": "u"}) == []
+    assert parse({"role": "user", "content": "hello"}) == []
+
+
+# ------------------------------------------------------------------ ids and timestamps
+
+
+@pytest.mark.parametrize(
+    ("raw_id", "expected"),
+    [
+        ("toolu_01", "toolu_01"),
+        ("  toolu_01\t\n", "toolu_01"),
+        ("", None),
+        ("   ", None),
+        (None, None),
+        (42, "42"),
+    ],
+)
+def test_ids_are_trimmed_and_blank_means_none(raw_id: Any, expected: str | None) -> None:
+    (ev,) = parse({"conversation_id": "c", "role": "tool", "tool_call_id": raw_id, "content": "x"})
+    assert ev.id == expected
+    (ev,) = parse(anthropic_call(id=raw_id))
+    assert ev.id == expected
+
+
+def test_bool_is_not_an_id() -> None:
+    assert error(anthropic_call(id=True)).reason == "wrong_type"
+
+
+@pytest.mark.parametrize(
+    ("ts", "expected_ms"),
+    [
+        (1718031201, 1718031201000.0),  # seconds
+        (1718031201.5, 1718031201500.0),
+        (1718031201123, 1718031201123.0),  # milliseconds
+        (1718031201123456, 1718031201123.456),  # microseconds
+        (1718031201123456789, 1718031201123.4568),  # nanoseconds
+        ("2024-06-10T14:53:21Z", 1718031201000.0),
+        ("2024-06-10T14:53:21.123+00:00", 1718031201123.0),
+        ("2024-06-10T23:53:21.123+09:00", 1718031201123.0),
+        ("2024-06-10T14:53:21.123456789Z", 1718031201123.456),  # nanosecond digits are cut
+        ("2024-06-10 14:53:21", 1718031201000.0),  # no offset: UTC
+        ("1718031201", 1718031201000.0),  # a number in a string
+        (0, 0.0),
+    ],
+)
+def test_timestamps(ts: Any, expected_ms: float) -> None:
+    (ev,) = parse({"conversation_id": "c", "type": "tool_call", "name": "n", "ts": ts})
+    assert ev.ts_ms == pytest.approx(expected_ms, abs=0.01)
+
+
+def test_timestamp_fields_in_order_and_wrapper_fallback() -> None:
+    rec: dict[str, Any] = {"conversation_id": "c", "type": "tool_call", "name": "n"}
+    assert parse(rec)[0].ts_ms is None
+    rec["created"] = 1700000000
+    assert parse(rec)[0].ts_ms == 1700000000000
+    rec["timestamp"] = "2024-01-01T00:00:00Z"
+    assert parse(rec)[0].ts_ms == 1704067200000
+    rec["ts"] = 1600000000000
+    assert parse(rec)[0].ts_ms == 1600000000000
+    # the wrapper's ts wins; else the inner message's
+    wrapped: dict[str, Any] = {
+        "conversation_id": "c",
+        "message": {"role": "tool", "tool_call_id": "a", "content": "x", "created_at": 1700000001},
+    }
+    assert parse(wrapped)[0].ts_ms == 1700000001000
+    wrapped["ts"] = 1700000002
+    assert parse(wrapped)[0].ts_ms == 1700000002000
+
+
+# ------------------------------------------------------------------ detection details
+
+
+def test_openai_arguments_decoding() -> None:
+    def args(value: Any) -> Any:
+        rec = {
+            "conversation_id": "c",
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": value}}
+            ],
+        }
+        return parse(rec)[0].payload
+
+    assert args('{"a": [1, 2]}') == {"a": [1, 2]}
+    assert args('{"a": ') == '{"a": '  # invalid JSON: kept
+    assert args("[1, 2]") == "[1, 2]"  # valid JSON but not an object: kept as sent
+    assert args('"x"') == '"x"'
+    assert args("") == ""
+    assert args({"already": "decoded"}) == {"already": "decoded"}
+    assert args(None) is None
+
+
+def test_chat_custom_tool_call() -> None:
+    rec = {
+        "conversation_id": "c",
+        "role": "assistant",
+        "tool_calls": [{"id": "call_9", "type": "custom", "custom": {"name": "grammar", "input": "x = 1"}}],
+    }
+    (ev,) = parse(rec)
+    assert (ev.id, ev.name, ev.payload, ev.format) == ("call_9", "grammar", "x = 1", "openai_chat")
+
+
+def test_mcp_requests_and_responses_without_tool_events() -> None:
+    for msg in [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+        {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}},
+        {"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18", "capabilities": {}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"role": "assistant", "content": {"type": "text", "text": "hi"}},
+        },
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+        {"jsonrpc": "2.0", "id": 1, "result": None},
+    ]:
+        assert parse({"session_id": "s", "message": msg}) == [], msg
+
+
+def test_mcp_structured_content_only_result() -> None:
+    msg = {"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": {"t": 1}}}
+    (ev,) = parse({"session_id": "s", "message": msg})
+    assert (ev.id, ev.payload, ev.is_error) == ("1", {"t": 1}, False)
+
+
+def test_responses_items_without_tool_events() -> None:
+    for t in ["reasoning", "web_search_call", "mcp_list_tools", "message"]:
+        rec = {"conversation_id": "c", "type": t, "id": "x", "content": []}
+        assert parse(rec) == [], t
+
+
+def test_claude_code_quiet_line_types() -> None:
+    for t in ["summary", "system", "file-history-snapshot", "queue-operation", "result"]:
+        assert parse({"type": t, "sessionId": "s", "uuid": "u"}) == [], t
+
+
+def test_anthropic_server_tool_error_result() -> None:
+    rec = {
+        "conversation_id": "c",
+        "role": "assistant",
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "srvtoolu_1",
+                "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"},
+            },
+        ],
+    }
+    call, result = parse(rec)
+    assert (call.id, result.id, result.is_error) == ("srvtoolu_1", "srvtoolu_1", True)
+
+
+def test_raw_is_the_original_block_object() -> None:
+    rec = anthropic_call()
+    (ev,) = parse(rec)
+    assert ev.raw == rec["message"]["content"][1]

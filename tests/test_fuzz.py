@@ -1,0 +1,558 @@
+"""Fuzzing the whole read path (formats -> engine -> tagging -> output records) with bad input.
+
+Every record is mutated from a real-looking sample of every supported format (tests/samples/*.jsonl):
+byte flips, truncation, invalid UTF-8, wrong types in any field, deleted and renamed keys, deep
+nesting, huge payloads, thousands of parallel blocks, splices of two records, odd message keys.
+The properties, checked on every run:
+
+* nothing raises: a record is either events or exactly one dead letter;
+* every dead letter has a known reason, a non-empty detail and the original bytes (text or base64);
+* every output record is serializable by orjson (what the file writer and the Kafka producer do);
+* conservation, by the audit's own logic: each event of each readable record is in exactly one
+  output record, each unreadable record in exactly one dead letter, pairs agree with the ids.
+
+The suite runs a few thousand records (`STREAM_PAIRER_FUZZ_RECORDS` raises it); the 100k run is this
+file as a script, which prints its figures:
+
+    python tests/test_fuzz.py --records 100000 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+if __package__ in (None, ""):  # run as a script: make `stream_pairer` importable from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stream_pairer.audit import Auditor, AuditReport, render
+from stream_pairer.engine import Engine, EngineConfig
+from stream_pairer.formats import DEFAULT_CONFIG, parse_record
+from stream_pairer.model import FormatError
+from stream_pairer.pipeline import Pipeline
+from stream_pairer.tagging import FailureTagger
+from stream_pairer.toolschemas import ToolSchemaError, ToolSchemaRegistry
+
+SAMPLES = Path(__file__).parent / "samples"
+SCHEMA_FILE = Path(__file__).parents[1] / "stream_pairer" / "schemas" / "dead_letter.schema.json"
+DEAD_LETTER_REASONS = frozenset(json.loads(SCHEMA_FILE.read_text())["properties"]["reason"]["enum"])
+
+# Values of every JSON type, and the edges parsers trip on.
+ODD_VALUES: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.5,
+    2**63,
+    -(2**63) - 1,
+    1e308,
+    -1e-308,
+    "",
+    " ",
+    "\t\n",
+    "\u0000",
+    "\ud7ff\ue000\U0010ffff",
+    "🙂" * 3,
+    "x" * 300,
+    [],
+    [None],
+    {},
+    {"": None},
+    [[[]]],
+    "NaN",
+    "2025-13-45T99:99:99Z",
+    "-1",
+    "1e400",
+    10**30,
+]
+NEST_LEVELS = [50, 240, 260, 500, 1000, 1100]
+INVALID_UTF8 = [b"\xff", b"\xfe\xfe", b"\xc3", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80"]
+
+
+def load_seeds() -> list[bytes]:
+    """Every line of every sample file: the formats helper's realistic records of each format."""
+    seeds = [
+        line
+        for path in sorted(SAMPLES.glob("*.jsonl"))
+        for line in path.read_bytes().splitlines()
+        if line.strip()
+    ]
+    assert len(seeds) >= 50, f"expected the sample files in {SAMPLES}"
+    return seeds
+
+
+SEEDS = load_seeds()
+SEED_FORMATS = sorted(p.stem for p in SAMPLES.glob("*.jsonl"))
+
+
+def _schema_files() -> list[Path]:
+    """The sample tool definitions that load together (a greedy pick: the sample set may hold
+    deliberately conflicting definitions, for the registry's own tests)."""
+    chosen: list[Path] = []
+    for path in sorted((SAMPLES / "tool_schemas").rglob("*.json")):
+        try:
+            ToolSchemaRegistry.load(*chosen, path)
+        except ToolSchemaError:
+            continue
+        chosen.append(path)
+    return chosen
+
+
+SCHEMA_FILES = _schema_files()
+
+
+def tagger() -> FailureTagger:
+    """The failure tagger is on the read path of every run, so it is fuzzed too, with schemas."""
+    return FailureTagger(ToolSchemaRegistry.load(*SCHEMA_FILES) if SCHEMA_FILES else None)
+
+
+# --------------------------------------------------------------------------------------------- mutators
+
+
+def _nodes(obj: Any, depth: int = 0) -> list[tuple[Any, Any]]:
+    """(container, key or index) for every value inside obj, to pick a mutation point from."""
+    out: list[tuple[Any, Any]] = []
+    if depth > 40:
+        return out
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.append((obj, k))
+            out += _nodes(v, depth + 1)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out.append((obj, i))
+            out += _nodes(v, depth + 1)
+    return out
+
+
+_NEST = "\u0000nest\u0000"
+
+
+def _nested(value: Any, levels: int, rng: random.Random) -> bytes:
+    """`value` under `levels` arrays/objects, built as text: orjson.dumps stops at 254 levels."""
+    kinds = [rng.random() < 0.5 for _ in range(levels)]  # True: an array, False: an object
+    opens = b"".join(b"[" if k else b'{"k":' for k in kinds)
+    closes = b"".join(b"]" if k else b"}" for k in reversed(kinds))
+    return opens + orjson.dumps(value) + closes
+
+
+def _dumps(obj: Any) -> bytes:
+    """The stdlib encoder for mutated records: it writes integers beyond 64 bits, orjson refuses."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def mutate_structure(obj: Any, rng: random.Random) -> bytes:
+    """Change one thing inside a decoded record and re-encode it (still valid JSON, usually)."""
+    nodes = _nodes(obj)
+    if not nodes:
+        return _dumps(rng.choice(ODD_VALUES))
+    container, key = rng.choice(nodes)
+    op = rng.randrange(9)
+    if op == 0:  # a value of another type
+        container[key] = rng.choice(ODD_VALUES)
+    elif op == 1 and isinstance(container, dict):  # a key removed
+        del container[key]
+    elif op == 2 and isinstance(container, dict):  # a key renamed
+        container[key + rng.choice(["_", "X", " "])] = container.pop(key)
+    elif op == 3:  # deep nesting: under orjson's 1024 parse limit, or over it
+        inner = container[key]
+        container[key] = _NEST
+        levels = rng.choice(NEST_LEVELS)
+        return _dumps(obj).replace(_dumps(_NEST), _nested(inner, levels, rng), 1)
+    elif op == 4:  # a huge payload: under the record limit, or over it
+        container[key] = "A" * rng.choice([10_000, 300_000, 1_100_000])
+    elif op == 5 and isinstance(container[key], list) and container[key]:  # many parallel blocks
+        container[key] = container[key] * rng.choice([50, 2000])
+    elif op == 6:  # ids and names that collide, are blank, or are numbers
+        container[key] = rng.choice(["x", "", "   ", 7, "toolu_01A09q90qw90lq917835lq9"])
+    elif op == 7 and isinstance(container, list):  # a block dropped or duplicated
+        if rng.random() < 0.5:
+            del container[key]
+        else:
+            container.insert(key, container[key])
+    else:  # the value wrapped in JSON-in-a-string, as loggers sometimes do
+        container[key] = _dumps(container[key]).decode()
+    return _dumps(obj)
+
+
+def mutate_bytes(raw: bytes, rng: random.Random) -> bytes:
+    b = bytearray(raw)
+    op = rng.randrange(6)
+    if op == 0 and b:  # bit flips
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+    elif op == 1:  # truncation
+        del b[rng.randrange(len(b) + 1) :]
+    elif op == 2:  # invalid UTF-8, inside a string or anywhere
+        quote = raw.find(b'"', rng.randrange(len(raw) + 1))
+        at = quote + 1 if quote >= 0 else rng.randrange(len(b) + 1)
+        b[at:at] = rng.choice(INVALID_UTF8)
+    elif op == 3:  # random bytes inserted
+        at = rng.randrange(len(b) + 1)
+        b[at:at] = rng.randbytes(rng.randint(1, 16))
+    elif op == 4 and b:  # a range deleted or repeated
+        i = rng.randrange(len(b))
+        j = min(len(b), i + rng.randint(1, 64))
+        if rng.random() < 0.5:
+            del b[i:j]
+        else:
+            b[j:j] = b[i:j]
+    else:  # a UTF-8 BOM, NULs, or CR LF noise around the record
+        b = bytearray(rng.choice([b"\xef\xbb\xbf", b"\x00", b" \r", b"\t"])) + b
+    return bytes(b)
+
+
+def mutate(seed: bytes, rng: random.Random) -> bytes:
+    """One fuzz record from one seed: 20% unchanged (so there are good events to pair)."""
+    r = rng.random()
+    if r < 0.2:
+        return seed
+    if r < 0.55:
+        return mutate_structure(orjson.loads(seed), rng)
+    if r < 0.9:
+        return mutate_bytes(seed, rng)
+    if r < 0.95:  # two records spliced together
+        other = rng.choice(SEEDS)
+        return seed[: rng.randrange(len(seed) + 1)] + other[rng.randrange(len(other) + 1) :]
+    return mutate_bytes(mutate_structure(orjson.loads(seed), rng), rng)
+
+
+def message_key(rng: random.Random) -> str | None:
+    """The Kafka message key (the conversation id fallback): absent, blank, odd, or ordinary."""
+    return rng.choice([None, None, None, "", "  ", "k1", "\u0000", "🙂", "conv_anth_01"])
+
+
+# --------------------------------------------------------------------------------------------- harness
+
+
+@dataclass
+class FuzzRun:
+    """Feeds records through a Pipeline and the Auditor at once; `finish()` raises on any violation.
+
+    With `keep_going`, an exception is counted by signature (and the first record that raised it
+    kept) instead of propagated: the script uses that to list every distinct crash in one run.
+    """
+
+    engine_config: EngineConfig = field(default_factory=EngineConfig)
+    keep_going: bool = False
+    pipeline: Pipeline = field(init=False)
+    auditor: Auditor = field(init=False)
+    records: int = 0
+    max_record_bytes: int = 0
+    outputs: int = 0
+    crashes: Counter[str] = field(default_factory=Counter)
+    crash_samples: dict[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.pipeline = Pipeline(Engine(self.engine_config, tagger=tagger()))
+        self.auditor = Auditor()
+        self.stream = self.auditor.add_stream(("file", "fuzz"), "fuzz", 1)
+
+    def feed(self, raw: bytes, key: str | None = None) -> None:
+        self.records += 1
+        source = {"file": "fuzz", "line": self.records}
+        self.auditor.add_input(self.stream, self.records, raw, source, key)
+        self.max_record_bytes = max(self.max_record_bytes, len(raw))
+        try:
+            out = self.pipeline.feed(raw, source, key=key)
+            self._check_outputs(out, raw)
+        except Exception as err:
+            if not self.keep_going:
+                raise
+            tb = err.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            where = f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb else "?"
+            signature = f"{type(err).__name__}: {str(err)[:80]} at {where}"
+            self.crashes[signature] += 1
+            self.crash_samples.setdefault(signature, raw)
+
+    def finish(self) -> AuditReport:
+        self._check_outputs(self.pipeline.flush("end_of_input", result_reason="no_call"), None)
+        report = self.auditor.finish()
+        if not self.keep_going:
+            assert report.ok and report.duplicated == 0, render(report)
+        return report
+
+    def _check_outputs(self, out: list[dict[str, Any]], raw: bytes | None) -> None:
+        lines = [orjson.dumps(rec) for rec in out]  # what the writers do: must never fail
+        for rec, line in zip(out, lines, strict=True):
+            self.outputs += 1
+            if rec["kind"] == "dead_letter":
+                assert raw is not None, "a dead letter can only come from the record just fed"
+                check_dead_letter(rec, raw)
+            self.auditor.add_output_line(line, f"out:{self.outputs}")
+
+
+def check_dead_letter(rec: dict[str, Any], raw: bytes) -> None:
+    assert rec["reason"] in DEAD_LETTER_REASONS, rec["reason"]
+    assert isinstance(rec["detail"], str) and rec["detail"].strip()
+    assert rec["raw_bytes"] == len(raw)
+    kept = rec["raw"].encode() if "raw" in rec else base64.b64decode(rec["raw_base64"])
+    assert kept == raw[: len(kept)] and (rec["raw_truncated"] or kept == raw)
+
+
+@dataclass
+class FuzzFigures:
+    records: int
+    seconds: float
+    report: AuditReport
+    dead_letters: Counter[str]
+    max_record_bytes: int
+    pairs: int
+    crashes: Counter[str]
+    crash_samples: dict[str, bytes]
+
+
+def fuzz(
+    records: int, seed: int, engine_config: EngineConfig | None = None, keep_going: bool = False
+) -> FuzzFigures:
+    """`records` mutated records, deterministic for a seed, through one pipeline; then the audit."""
+    rng = random.Random(seed)
+    run = FuzzRun(engine_config or EngineConfig(), keep_going)
+    started = time.perf_counter()
+    for _ in range(records):
+        run.feed(mutate(rng.choice(SEEDS), rng), message_key(rng))
+    report = run.finish()
+    summary = run.pipeline.summary
+    return FuzzFigures(
+        records,
+        time.perf_counter() - started,
+        report,
+        summary.dead_letters,
+        run.max_record_bytes,
+        sum(summary.pairs.values()),
+        run.crashes,
+        run.crash_samples,
+    )
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+def test_seeds_cover_every_format_and_pair_cleanly() -> None:
+    """The fuzz starts from good records of every format: check they are that, so a mutation's
+    dead letter is the mutation's doing."""
+    formats: Counter[str] = Counter()
+    for i, raw in enumerate(SEEDS):
+        try:
+            events = parse_record(raw, {"file": "seed", "line": i + 1})
+        except FormatError:
+            continue  # the samples include deliberately unreadable lines
+        formats.update(ev.format for ev in events)
+    missing = {
+        "canonical",
+        "anthropic",
+        "claude_code",
+        "openai_chat",
+        "openai_legacy",
+        "openai_responses",
+        "bedrock",
+        "gemini",
+        "mcp",
+    } - set(formats)
+    assert not missing, f"no seed events of {missing}"
+
+
+def test_fuzz_run_conserves_everything() -> None:
+    n = int(os.environ.get("STREAM_PAIRER_FUZZ_RECORDS", "3000"))
+    figures = fuzz(n, seed=20250601)
+    report = figures.report
+    assert report.inputs["records"] == n
+    # Mutations must produce both outcomes, or the fuzz is not testing anything.
+    assert report.inputs["unreadable"] > n // 10
+    assert report.inputs["calls"] > n // 10 and figures.pairs > n // 50
+    assert len(figures.dead_letters) >= 5, figures.dead_letters
+
+
+def test_small_state_limits_under_fuzz_still_conserve() -> None:
+    """The same bad input with tiny limits: evictions on every path, still nothing lost."""
+    figures = fuzz(
+        1500,
+        seed=7,
+        engine_config=EngineConfig(
+            max_conversations=3,
+            max_calls_per_conversation=2,
+            max_held_bytes=4096,
+            call_timeout_ms=5_000,
+            result_grace_ms=1_000,
+        ),
+    )
+    assert figures.report.outputs["orphan_call"] > 0
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=512), st.one_of(st.none(), st.text(max_size=8)))
+def test_arbitrary_bytes(raw: bytes, key: str | None) -> None:
+    run = FuzzRun()
+    run.feed(raw, key)
+    run.finish()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(SEEDS), st.data())
+def test_any_json_value_in_any_field(seed: bytes, data: st.DataObject) -> None:
+    obj = orjson.loads(seed)
+    nodes = _nodes(obj)
+    if nodes:
+        container, key = data.draw(st.sampled_from(nodes))
+        container[key] = data.draw(json_values)
+    run = FuzzRun()
+    run.feed(_dumps(obj), data.draw(st.one_of(st.none(), st.text(max_size=4))))
+    run.feed(seed)
+    run.finish()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from(SEEDS), st.randoms(use_true_random=False)), min_size=1, max_size=25)
+)
+def test_sequences_of_mutated_records(items: list[tuple[bytes, random.Random]]) -> None:
+    """Sequences, so that bad records land between calls and results of good conversations."""
+    run = FuzzRun(EngineConfig(max_calls_per_conversation=3, max_held_bytes=20_000))
+    for seed, rng in items:
+        run.feed(mutate(seed, rng), message_key(rng))
+    run.finish()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(SEEDS), st.sampled_from([5_000, 20_000, 100_000]))
+def test_many_parallel_blocks_in_one_record(seed: bytes, copies: int) -> None:
+    """An assistant message with thousands of tool_use blocks: one event per block, all accounted."""
+    obj = orjson.loads(seed)
+    for container, key in _nodes(obj):
+        if isinstance(container[key], list) and container[key] and isinstance(container[key][0], dict):
+            container[key] = container[key] * copies
+            break
+    run = FuzzRun()
+    run.feed(orjson.dumps(obj))
+    run.finish()
+
+
+def deep_call(levels: int) -> bytes:
+    head = b'{"conversation_id":"deep","type":"tool_call","id":"d1","name":"f","arguments":'
+    return head + b"[" * levels + b"1" + b"]" * levels + b"}"
+
+
+def test_deep_but_writable_records_pair_and_serialize() -> None:
+    """Found by this fuzz: a record nested 250+ levels parsed fine, then crashed the output writer
+    (orjson writes at most 254 levels and a pair wraps the record 2 levels deeper). Now such records
+    are dead letters; records below the limit still pair and every output serializes."""
+    run = FuzzRun()
+    run.feed(deep_call(150))
+    run.feed(b'{"conversation_id":"deep","type":"tool_result","id":"d1","content":"ok"}')
+    assert sum(run.pipeline.summary.pairs.values()) == 1
+    run.feed(deep_call(260))
+    assert run.pipeline.summary.dead_letters["too_large"] == 1
+    run.finish()
+
+
+def test_non_string_block_type_does_not_crash_the_tagger() -> None:
+    """Found by the 100k fuzz: an OpenAI tool call whose `type` is an array or object (the formats
+    layer ignores that field) and whose arguments are not JSON raised TypeError (unhashable) in
+    tagging._arguments, which ends a whole `pair` run and would stop the sidecar on that record."""
+    run = FuzzRun()
+    for bad_type in (b"[null]", b'{"":null}'):
+        run.feed(
+            b'{"thread_id":"t","role":"assistant","tool_calls":[{"id":"c1","type":'
+            + bad_type
+            + b',"function":{"name":"search_flights","arguments":"{\\"from\\":\\"LI"}}]}'
+        )
+    assert run.pipeline.summary.events["tool_call"] == 2
+    run.finish()
+
+
+def test_huge_and_deep_records_are_dead_letters_with_reasons() -> None:
+    run = FuzzRun()
+    seed = orjson.loads(SEEDS[0])
+    cases: dict[bytes, str] = {
+        orjson.dumps({**seed, "pad": "x" * (DEFAULT_CONFIG.max_record_bytes + 1)}): "too_large",
+        # Deeper than orjson reads (1024): the same reason, with the depth in the detail.
+        b"[" * 5000 + b"]" * 5000: "too_large",
+        b'{"a":' * 2000 + b"1" + b"}" * 2000: "too_large",
+        b'{"conversation_id":"c","type":"tool_call","name":"\xff\xfe"}': "invalid_utf8",
+        # Readable by orjson (<= 1024 levels) but too deep for any output record to be written.
+        deep_call(260): "too_large",
+        b"": "invalid_json",
+        b"null": "not_an_object",
+    }
+    for before, (raw, reason) in enumerate(cases.items()):
+        run.feed(raw)
+        dead = run.pipeline.summary.dead_letters
+        assert dead[reason] >= 1 and sum(dead.values()) == before + 1, (reason, dead)
+    run.finish()
+
+
+# --------------------------------------------------------------------------------------------- script
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the long fuzz run: mutated records of every format")
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--crash-dir",
+        type=Path,
+        default=None,
+        help="write the first record of each distinct crash here (crash-N.bin)",
+    )
+    args = parser.parse_args(argv)
+    figures = fuzz(args.records, args.seed, keep_going=True)
+    r = figures.report
+    crashes = sum(figures.crashes.values())
+    print(
+        f"fuzz: {figures.records:,} records from {len(SEEDS)} seeds of {len(SEED_FORMATS)} formats "
+        f"({', '.join(SEED_FORMATS)}), seed {args.seed}"
+    )
+    print(
+        f"  {figures.seconds:.1f} s ({figures.records / figures.seconds:,.0f} records/s), "
+        f"{crashes:,} crashes, "
+        f"largest record {figures.max_record_bytes:,} bytes"
+    )
+    print(
+        f"  readable: {r.inputs['records'] - r.inputs['unreadable']:,} records "
+        f"({r.inputs['without_events']:,} without events), {r.inputs['calls']:,} calls, "
+        f"{r.inputs['results']:,} results -> {figures.pairs:,} pairs, "
+        f"{r.outputs['orphan_call']:,} orphan calls, {r.outputs['orphan_result']:,} orphan results"
+    )
+    reasons = ", ".join(f"{k} {v:,}" for k, v in figures.dead_letters.most_common())
+    print(f"  dead letters: {r.inputs['unreadable']:,} ({reasons})")
+    print(
+        f"  audit: {'OK' if r.ok else 'FAILED'}, lost {r.lost}, duplicated {r.duplicated}, "
+        f"problems {sum(r.counts.values())}"
+    )
+    for i, (signature, n) in enumerate(figures.crashes.most_common()):
+        print(f"  crash x{n:,}: {signature}")
+        if args.crash_dir is not None:
+            args.crash_dir.mkdir(parents=True, exist_ok=True)
+            (args.crash_dir / f"crash-{i}.bin").write_bytes(figures.crash_samples[signature])
+    return 0 if r.ok and not crashes else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
