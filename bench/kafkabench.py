@@ -138,21 +138,37 @@ def load(bootstrap: str, topic: str, data: DataFile) -> float:
     return time.perf_counter() - t0
 
 
-def end_offsets(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
-    async def go() -> dict[str, int]:
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-        await c.start()
-        try:
-            tps = [TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or ())]
-            ends = await c.end_offsets(tps) if tps else {}
-            out = dict.fromkeys(topics, 0)
-            for tp, o in ends.items():
-                out[tp.topic] += o
-            return out
-        finally:
-            await c.stop()
+class _Offsets:
+    """One long-lived metadata consumer (a consumer started and stopped per poll trips over an
+    aiokafka 0.14 cancellation in stop()); its own event loop, driven synchronously."""
 
-    return asyncio.run(go())
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.consumers: dict[str, AIOKafkaConsumer] = {}
+
+    def get(self, bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
+        return self.loop.run_until_complete(self._get(bootstrap, topics))
+
+    async def _get(self, bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
+        c = self.consumers.get(bootstrap)
+        if c is None:
+            c = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+            await c.start()
+            self.consumers[bootstrap] = c
+        await c.topics()  # refresh metadata: the topics may be new
+        tps = [TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or ())]
+        ends = await c.end_offsets(tps) if tps else {}
+        out = dict.fromkeys(topics, 0)
+        for tp, o in ends.items():
+            out[tp.topic] += o
+        return out
+
+
+_OFFSETS = _Offsets()
+
+
+def end_offsets(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
+    return _OFFSETS.get(bootstrap, topics)
 
 
 def read_back(bootstrap: str, topic: str, fmt: str = "%T\\n") -> list[bytes]:

@@ -36,7 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-# 3.9.2: the last 3.x release, the line aiokafka 0.14 is tested against; 4.1.2 is the compatibility row.
+# 3.9 is the last 3.x line: KRaft without ZooKeeper, yet it still accepts every old protocol version
+# a client may use (aiokafka's own CI stops at broker 2.8). 4.1.2 is the compatibility row (KIP-896
+# removed old protocol versions in 4.0); tests/integration/test_kafka4_compat.py checks it.
 DEFAULT_VERSION = os.environ.get("STREAM_PAIRER_KAFKA_VERSION", "3.9.2")
 KAFKA4_VERSION = "4.1.2"
 READY_MARKER = "Kafka Server started"  # logged by KafkaRaftServer once the broker is unfenced

@@ -21,7 +21,13 @@ Handler = Callable[[], Response]
 
 MAX_REQUEST_BYTES: Final = 8192
 READ_TIMEOUT_S: Final = 5.0
-_REASONS: Final = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS: Final = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    503: "Service Unavailable",
+}
 
 
 class HttpServer:

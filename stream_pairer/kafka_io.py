@@ -174,7 +174,7 @@ class CheckpointStore:
         self._lock = asyncio.Lock()
 
     def topic_for(self, input_topic: str) -> str:
-        return self.template.format(topic=input_topic)
+        return self.template.format(topic=input_topic, group=self.group)
 
     def address(self, tp: TopicPartition) -> TopicPartition:
         topic = self.topic_for(tp.topic)
@@ -377,7 +377,9 @@ class AtLeastOnce(Delivery):
                 failed[tp] = classify(err, during=f"deliver {tp_key(tp)}")
 
         await asyncio.gather(*(durable(tp, cp) for tp, cp in commits.items()))
-        offsets = {tp: OffsetAndMetadata(cp.committed, cp.metadata) for tp, cp in commits.items() if tp not in failed}
+        offsets = {
+            tp: OffsetAndMetadata(cp.committed, cp.metadata) for tp, cp in commits.items() if tp not in failed
+        }
         for tp in offsets:
             self._observe(tp)  # acknowledged (acks=all): emitted, whatever the commit does next
         if offsets:
@@ -456,6 +458,9 @@ class ExactlyOnce(Delivery):
         async def one(tp: TopicPartition, cp: Checkpoint) -> None:
             try:
                 producer = await self._begin(tp)
+                pending = self._pending.get(tp)
+                if pending is not None and pending.futures:
+                    await asyncio.gather(*pending.futures)  # a failed send must abort, not commit
                 dest, key, value = self.checkpoints.record(cp)
                 await producer.send(dest.topic, value, key=key, partition=dest.partition)
                 await producer.send_offsets_to_transaction(

@@ -181,9 +181,7 @@ class PartitionState:
         source = self._source(msg.offset)
         raw = msg.value or b""
         try:
-            events = parse_record(
-                raw, source, key=decode_key(msg.key), config=self.pipeline.format_config
-            )
+            events = parse_record(raw, source, key=decode_key(msg.key), config=self.pipeline.format_config)
         except FormatError as err:
             # Only possible if the format options changed between runs: the held events can no longer
             # be read, and must still end somewhere.

@@ -78,14 +78,18 @@ def nested(depth: int) -> bytes:
 
 
 def test_too_large_nesting() -> None:
-    """orjson reads 1024 levels but writes only 254: a record that deep would pass here and then
-    crash whoever serializes the output. The limit is 200 levels for records with events."""
-    (ev,) = parse(nested(200))
+    """orjson reads 1024 levels but writes only 254: a block that deep would pass here and then
+    crash whoever serializes the output. The limit is 200 levels for a kept block."""
+    (ev,) = parse(nested(203))  # the tool_use block is 4 levels below the record's top
+    assert ev.name == "Deep"
     # the event, wrapped as an output record would wrap it, still serializes
     orjson.dumps({"kind": "pair", "call": ev.to_side(), "result": ev.to_side()})
-    err = error(nested(201))
+    err = error(nested(204))
     assert err.reason == "too_large"
-    assert err.detail == "the record nests more than 200 levels of arrays and objects"
+    assert err.detail == "the block of tool event 0 nests more than 200 levels of arrays and objects"
+    # deep nesting outside the kept blocks does not matter: nothing of it is written out
+    rec = orjson.loads(nested(3))
+    assert parse(orjson.dumps(rec)[:-1] + b',"meta":' + b"[" * 300 + b"]" * 300 + b"}")
     # beyond orjson's own read limit: same reason
     err = error(b"[" * 5000 + b"]" * 5000)
     assert err.reason == "too_large"
@@ -479,6 +483,10 @@ def test_openai_arguments_decoding() -> None:
     assert args('"x"') == '"x"'
     assert args("") == ""
     assert args({"already": "decoded"}) == {"already": "decoded"}
+    too_deep = '{"a":' * 201 + "1" + "}" * 201
+    assert args(too_deep) == too_deep  # decodable, but too deep to write back out: kept as text
+    fine = '{"a":' * 200 + "1" + "}" * 200
+    assert isinstance(args(fine), dict)
     assert args(None) is None
 
 

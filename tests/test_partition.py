@@ -55,7 +55,14 @@ def state(
 ) -> PartitionState:  # fmt: skip
     cfg = config or EngineConfig(call_timeout_ms=60_000, result_grace_ms=5_000)
     return PartitionState(
-        "in", 0, Pipeline(Engine(cfg)), TOPICS, start_offset=start, restore=restore, wall_ms=0.0, metrics=metrics
+        "in",
+        0,
+        Pipeline(Engine(cfg)),
+        TOPICS,
+        start_offset=start,
+        restore=restore,
+        wall_ms=0.0,
+        metrics=metrics,
     )
 
 
@@ -118,7 +125,13 @@ def test_wall_tick_times_out_a_call_on_a_quiet_partition() -> None:
 def test_checkpoint_describes_the_held_state() -> None:
     s = state(start=0)
     s.feed(
-        log_of([rec("c1", "tool_call", "a", T0), rec("c2", "tool_call", "b", T0), rec("c2", "tool_result", "b", T0)]),
+        log_of(
+            [
+                rec("c1", "tool_call", "a", T0),
+                rec("c2", "tool_call", "b", T0),
+                rec("c2", "tool_result", "b", T0),
+            ]
+        ),
         wall_ms=0.0,
     )
     cp = s.checkpoint("g", "tok")
@@ -225,17 +238,23 @@ def test_plain_replay_without_checkpoint_would_pair_wrongly_and_twice() -> None:
     # Result 2 is emitted a second time, and now FIFO-paired with call 1 (which was not its partner);
     # call 1's real result is then a duplicate.
     assert [(e.record["kind"], e.record.get("reason")) for e in wrong] == [
-        ("pair", None), ("orphan_result", "duplicate_result")]
-    assert (wrong[0].record["call"]["source"]["offset"], wrong[0].record["result"]["source"]["offset"]) == (1, 2)
+        ("pair", None),
+        ("orphan_result", "duplicate_result"),
+    ]
+    assert (wrong[0].record["call"]["source"]["offset"], wrong[0].record["result"]["source"]["offset"]) == (
+        1,
+        2,
+    )
 
     good = state(start=1, restore=cp).feed(log[1:], wall_ms=0.0)
-    assert [(e.record["call"]["source"]["offset"], e.record["result"]["source"]["offset"]) for e in good] == [(1, 3)]
+    assert [(e.record["call"]["source"]["offset"], e.record["result"]["source"]["offset"]) for e in good] == [
+        (1, 3)
+    ]
 
 
 def test_commit_during_a_replay_keeps_the_events_not_yet_replayed() -> None:
-    log = log_of([rec("c", "tool_call", "a", T0), rec("d", "tool_call", "b", T0), rec("d", "tool_call", "z", T0)] + [
-        rec("e", "tool_result", None, T0, name=None)
-    ] * 3)  # fmt: skip
+    calls = [rec("c", "tool_call", "a", T0), rec("d", "tool_call", "b", T0), rec("d", "tool_call", "z", T0)]
+    log = log_of(calls + [rec("e", "tool_result", None, T0, name=None)] * 3)
     s0 = state()
     s0.feed(log, wall_ms=0.0)
     cp = s0.checkpoint("g", "t1")
@@ -255,7 +274,12 @@ def test_record_metrics_count_formats_and_skips() -> None:
     m = Metrics()
     s = state(metrics=m)
     s.feed(
-        log_of([rec("c", "tool_call", "a", T0), orjson.dumps({"conversation_id": "c", "role": "user", "content": "x"})]),
+        log_of(
+            [
+                rec("c", "tool_call", "a", T0),
+                orjson.dumps({"conversation_id": "c", "role": "user", "content": "x"}),
+            ]
+        ),
         wall_ms=0.0,
     )
     get = m.registry.get_sample_value
@@ -269,4 +293,6 @@ def test_evictions_are_reported_as_deltas() -> None:
     s = state(config=EngineConfig(max_calls_per_conversation=1), metrics=m)
     s.feed(log_of([rec("c", "tool_call", f"a{i}", T0) for i in range(4)]), wall_ms=0.0)
     s.feed([Msg(4, b"k", rec("c", "tool_call", "a9", T0), T0)], wall_ms=0.0)
-    assert m.registry.get_sample_value("stream_pairer_evictions_total", {"limit": "calls_per_conversation"}) == 4
+    assert (
+        m.registry.get_sample_value("stream_pairer_evictions_total", {"limit": "calls_per_conversation"}) == 4
+    )

@@ -26,12 +26,14 @@ import orjson
 from stream_pairer.formats import anthropic, canonical, gemini, mcp, openai
 from stream_pairer.formats.common import (
     DEFAULT_CONFIG,
+    DEPTH_CHECK_MIN_BYTES,
+    MAX_DEPTH,
     FormatConfig,
     Part,
-    check_depth,
     conversation_id,
     json_type,
     record_ts,
+    too_deep,
     wrong_type,
 )
 from stream_pairer.model import FormatError, Source, ToolEvent
@@ -77,7 +79,8 @@ def parse_record(
     parts = _dispatch(record, "", True)
     if not parts:
         return []
-    check_depth(record, n, raw.count)
+    if n > DEPTH_CHECK_MIN_BYTES:
+        _check_depth(parts)
     conv = conversation_id(record, config, key)
     ts = record_ts(record, "")
     if ts is None:
@@ -91,6 +94,18 @@ def parse_record(
         ToolEvent(t, conv, event_id, name, payload, ts, fmt, source, i, is_error, block, size)
         for i, (t, event_id, name, payload, is_error, block, fmt) in enumerate(parts)
     ]
+
+
+def _check_depth(parts: list[Part]) -> None:
+    previous = None
+    for i, part in enumerate(parts):
+        block = part[5]
+        if block is not previous and too_deep(block):  # mcp_call's call and result share a block
+            raise FormatError(
+                "too_large",
+                f"the block of tool event {i} nests more than {MAX_DEPTH} levels of arrays and objects",
+            )
+        previous = block
 
 
 def _retry_without_bom(raw: bytes, err: orjson.JSONDecodeError) -> Any:
@@ -122,7 +137,7 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
         if t in canonical.TYPES:
             return canonical.parse(d)
         if t in openai.RESPONSES_TOOL_ITEMS:
-            return openai.responses_item(d, t, prefix)
+            return openai.responses_item(d, t, prefix, None)
         if t == "message" and "content" in d:
             # An Anthropic API response, or a Responses `message` item (no tool blocks in it).
             return _message(d, prefix, "anthropic")

@@ -14,11 +14,10 @@ def block(b: dict[str, Any], prefix: str, i: int) -> Part | None:
     if use is not None:
         if type(use) is not dict:
             raise wrong_type(use, prefix, i, "toolUse", "an object")
-        p = f"{prefix}[{i}].toolUse."
         return (
             CALL,
-            as_id(use.get("toolUseId"), p, None, "toolUseId"),
-            as_name(use.get("name"), p, None, "name", True),
+            as_id(use.get("toolUseId"), prefix, i, "toolUse.toolUseId"),
+            as_name(use.get("name"), prefix, i, "toolUse.name", True),
             use.get("input"),
             None,
             b,
@@ -34,10 +33,10 @@ def block(b: dict[str, Any], prefix: str, i: int) -> Part | None:
         elif type(status) is str:
             is_error = status == "error"
         else:
-            raise wrong_type(status, f"{prefix}[{i}].toolResult.", None, "status", '"success" or "error"')
+            raise wrong_type(status, prefix, i, "toolResult.status", '"success" or "error"')
         return (
             RESULT,
-            as_id(res.get("toolUseId"), f"{prefix}[{i}].toolResult.", None, "toolUseId"),
+            as_id(res.get("toolUseId"), prefix, i, "toolResult.toolUseId"),
             None,
             res.get("content"),
             is_error,

@@ -23,6 +23,7 @@ Part = tuple[EventType, str | None, str | None, Any, bool | None, Any, str]
 __all__ = [
     "CALL",
     "DEFAULT_CONFIG",
+    "DEPTH_CHECK_MIN_BYTES",
     "MAX_DEPTH",
     "RESULT",
     "FormatConfig",
@@ -32,12 +33,12 @@ __all__ = [
     "as_id",
     "as_list",
     "as_name",
-    "check_depth",
     "conversation_id",
     "decode_arguments",
     "json_type",
     "missing",
     "record_ts",
+    "too_deep",
     "where",
     "wrong_type",
 ]
@@ -166,31 +167,36 @@ def as_list(value: object, prefix: str, index: int | None, field: str) -> list[A
     raise wrong_type(value, prefix, index, field, "an array")
 
 
-# Deepest nesting accepted in a record that yields events. orjson reads up to 1024 levels but
-# writes at most 254, and every output record wraps the original block a few levels deeper (pair ->
-# call side -> raw): a deeper record would be accepted here and then crash the output writer or
-# the failure tagger. Real logs stay far below this.
+# Deepest nesting accepted in a kept block (the `raw` of an event, which holds its payload).
+# orjson reads up to 1024 levels but writes at most 254, and every output record wraps the block
+# a few levels deeper (pair -> call side -> raw): a deeper block would be accepted here and then
+# crash the output writer or the failure tagger. Real logs stay far below this.
 MAX_DEPTH: Final = 200
+# Nesting N deep takes N opening and N closing brackets: shorter JSON texts need no check.
+DEPTH_CHECK_MIN_BYTES: Final = 2 * MAX_DEPTH
 
 
-def check_depth(record: Any, raw_len: int, count_brackets: Any) -> None:
-    """Raise too_large when `record` nests deeper than MAX_DEPTH. Cheap filters first: nesting N
-    deep needs N opening and N closing brackets, so short records cannot; longer ones are walked
-    only when `bytes.count` (C speed) finds more opening brackets than the limit. The walk is
-    iterative: no recursion limit to hit."""
-    if raw_len <= 2 * MAX_DEPTH or count_brackets(b"{") + count_brackets(b"[") <= MAX_DEPTH:
-        return
-    stack: list[tuple[Any, int]] = [(record, 1)]
-    while stack:
-        value, depth = stack.pop()
-        children = value.values() if type(value) is dict else value
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                if depth >= MAX_DEPTH:
-                    raise FormatError(
-                        "too_large", f"the record nests more than {MAX_DEPTH} levels of arrays and objects"
-                    )
-                stack.append((child, depth + 1))
+def too_deep(value: Any) -> bool:
+    """Whether `value` nests more than MAX_DEPTH levels of arrays/objects (itself = level 1).
+    A walk over containers only, level by level (no recursion limit to hit); its cost follows the
+    number of JSON values, not bytes, which keeps it small next to the decode for string-heavy
+    records (scanning the bytes for brackets costs as much as orjson's whole parse there)."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    level: list[Any] = [value]
+    depth = 1
+    while True:
+        deeper: list[Any] = []
+        for container in level:
+            for child in container.values() if type(container) is dict else container:
+                if type(child) is dict or type(child) is list:
+                    deeper.append(child)
+        if not deeper:
+            return False
+        depth += 1
+        if depth > MAX_DEPTH:
+            return True
+        level = deeper
 
 
 def decode_arguments(value: Any) -> Any:
@@ -202,7 +208,9 @@ def decode_arguments(value: Any) -> Any:
             decoded = orjson.loads(value)
         except orjson.JSONDecodeError:
             return value
-        return decoded if type(decoded) is dict else value
+        if type(decoded) is not dict or (len(value) > DEPTH_CHECK_MIN_BYTES and too_deep(decoded)):
+            return value
+        return decoded
     return value
 
 

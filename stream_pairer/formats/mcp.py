@@ -41,7 +41,7 @@ def parse(m: dict[str, Any], prefix: str) -> list[Part]:
             (
                 CALL,
                 as_id(m.get("id"), prefix, None, "id"),
-                as_name(params.get("name"), f"{prefix}params.", None, "name", True),
+                as_name(params.get("name"), prefix, None, "params.name", True),
                 params.get("arguments"),
                 None,
                 m,
@@ -55,7 +55,7 @@ def parse(m: dict[str, Any], prefix: str) -> list[Part]:
     if type(result) is dict:
         content = result.get("content")
         if type(content) is list or "isError" in result or "structuredContent" in result:
-            is_error = as_flag(result.get("isError"), f"{prefix}result.", None, "isError")
+            is_error = as_flag(result.get("isError"), prefix, None, "result.isError")
             payload = content if content is not None else result.get("structuredContent")
             return [(RESULT, as_id(m.get("id"), prefix, None, "id"), None, payload, bool(is_error), m, "mcp")]
         return []

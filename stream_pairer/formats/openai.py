@@ -57,22 +57,23 @@ def chat_calls(tool_calls: object, prefix: str) -> list[Part]:
         if type(tc) is not dict:
             raise wrong_type(tc, tp, i, None, "a tool call object")
         fn = tc.get("function")
-        key = "function"
-        args_key = "arguments"
-        if fn is None:
-            fn = tc.get("custom")
-            key = "custom"
-            args_key = "input"
+        if fn is not None:
+            name_field = "function.name"
+            args = fn.get("arguments") if type(fn) is dict else None
+        else:
+            fn = tc.get("custom")  # a custom (free-form grammar) tool: `input` is plain text
             if fn is None:
                 raise missing(tp, i, "function", "a tool call needs function.name")
+            name_field = "custom.name"
+            args = fn.get("input") if type(fn) is dict else None
         if type(fn) is not dict:
-            raise wrong_type(fn, tp, i, key, "an object")
+            raise wrong_type(fn, tp, i, name_field[:-5], "an object")
         out.append(
             (
                 CALL,
                 as_id(tc.get("id"), tp, i, "id"),
-                as_name(fn.get("name"), f"{tp}[{i}].{key}.", None, "name", True),
-                decode_arguments(fn.get(args_key)),
+                as_name(fn.get("name"), tp, i, name_field, True),
+                decode_arguments(args),
                 None,
                 tc,
                 "openai_chat",
@@ -98,7 +99,7 @@ def chat_result(m: dict[str, Any], prefix: str) -> list[Part]:
 def legacy_call(m: dict[str, Any], fc: object, prefix: str) -> list[Part]:
     if type(fc) is not dict:
         raise wrong_type(fc, prefix, None, "function_call", "an object")
-    name = as_name(fc.get("name"), f"{prefix}function_call.", None, "name", True)
+    name = as_name(fc.get("name"), prefix, None, "function_call.name", True)
     return [(CALL, None, name, decode_arguments(fc.get("arguments")), None, m, "openai_legacy")]
 
 
@@ -107,14 +108,14 @@ def legacy_result(m: dict[str, Any], prefix: str) -> list[Part]:
     return [(RESULT, None, name, m.get("content"), None, m, "openai_legacy")]
 
 
-def responses_item(it: dict[str, Any], t: str, prefix: str) -> list[Part]:
-    """One Responses item of a tool type (`t` in RESPONSES_TOOL_ITEMS)."""
+def responses_item(it: dict[str, Any], t: str, prefix: str, index: int | None) -> list[Part]:
+    """One Responses item of a tool type (`t` in RESPONSES_TOOL_ITEMS); `prefix[index]` is its path."""
     if t == "function_call":
         return [
             (
                 CALL,
-                as_id(it.get("call_id"), prefix, None, "call_id"),
-                as_name(it.get("name"), prefix, None, "name", True),
+                as_id(it.get("call_id"), prefix, index, "call_id"),
+                as_name(it.get("name"), prefix, index, "name", True),
                 decode_arguments(it.get("arguments")),
                 None,
                 it,
@@ -125,7 +126,7 @@ def responses_item(it: dict[str, Any], t: str, prefix: str) -> list[Part]:
         return [
             (
                 RESULT,
-                as_id(it.get("call_id"), prefix, None, "call_id"),
+                as_id(it.get("call_id"), prefix, index, "call_id"),
                 None,
                 it.get("output"),
                 None,
@@ -137,8 +138,8 @@ def responses_item(it: dict[str, Any], t: str, prefix: str) -> list[Part]:
         return [
             (
                 CALL,
-                as_id(it.get("call_id"), prefix, None, "call_id"),
-                as_name(it.get("name"), prefix, None, "name", True),
+                as_id(it.get("call_id"), prefix, index, "call_id"),
+                as_name(it.get("name"), prefix, index, "name", True),
                 it.get("input"),
                 None,
                 it,
@@ -146,8 +147,8 @@ def responses_item(it: dict[str, Any], t: str, prefix: str) -> list[Part]:
             )
         ]
     # mcp_call: the platform ran the call; the item holds arguments and output (or error) together.
-    call_id = as_id(it.get("id"), prefix, None, "id")
-    name = as_name(it.get("name"), prefix, None, "name", True)
+    call_id = as_id(it.get("id"), prefix, index, "id")
+    name = as_name(it.get("name"), prefix, index, "name", True)
     out: list[Part] = [
         (CALL, call_id, name, decode_arguments(it.get("arguments")), None, it, "openai_responses")
     ]
@@ -163,10 +164,11 @@ def responses_item(it: dict[str, Any], t: str, prefix: str) -> list[Part]:
 def responses_output(output: list[Any], prefix: str) -> list[Part]:
     """The `output` array of a Responses response object."""
     out: list[Part] = []
+    output_path = prefix + "output"
     for i, it in enumerate(output):
         if type(it) is not dict:
-            raise wrong_type(it, f"{prefix}output", i, None, "an item object")
+            raise wrong_type(it, output_path, i, None, "an item object")
         t = it.get("type")
         if type(t) is str and t in RESPONSES_TOOL_ITEMS:
-            out.extend(responses_item(it, t, f"{prefix}output[{i}]."))
+            out.extend(responses_item(it, t, output_path, i))
     return out

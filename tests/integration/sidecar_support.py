@@ -1,0 +1,174 @@
+"""Helpers for the sidecar's integration tests: produce input, read outputs, count event identities.
+
+The conservation check used everywhere: every input event is identified by (topic, partition,
+offset, block) from the lineage the outputs carry; a dead letter by (topic, partition, offset, None).
+Counting those identities over the pairs, orphans and dead-letter topics (read_committed) says
+"nothing lost" (every expected identity present) and "nothing duplicated" (each exactly once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from stream_pairer.engine import EngineConfig
+from stream_pairer.sidecar import Sidecar, SidecarConfig
+
+Identity = tuple[str, int, int, int | None]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def event(conv: str, kind: str, cid: str | None = None, name: str | None = "search", **extra: Any) -> bytes:
+    body: dict[str, Any] = {"conversation_id": conv, "type": kind, "ts": now_ms(), **extra}
+    if cid is not None:
+        body["id"] = cid
+    if name is not None:
+        body["name"] = name
+    if kind == "tool_result":
+        body.setdefault("content", "ok")
+    return orjson.dumps(body)
+
+
+def config(bootstrap: str, topic: str | list[str], group: str, **kw: Any) -> SidecarConfig:
+    """A sidecar configured for quick tests: short timers, an ephemeral HTTP port."""
+    engine = kw.pop("engine", EngineConfig(call_timeout_ms=3_000, result_grace_ms=1_000))
+    base = SidecarConfig(
+        bootstrap_servers=bootstrap,
+        input_topics=tuple([topic] if isinstance(topic, str) else topic),
+        group_id=group,
+        engine=engine,
+        tick_interval_s=0.2,
+        commit_interval_s=0.2,
+        poll_timeout_s=0.1,
+        http_port=0,
+        http_host="127.0.0.1",
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=500,
+        backoff_initial_s=0.2,
+        backoff_max_s=2.0,
+        shutdown_timeout_s=20.0,
+    )
+    return replace(base, **kw)
+
+
+async def produce(
+    bootstrap: str, topic: str, items: Iterable[tuple[bytes | None, bytes | None]]
+) -> list[tuple[int, int]]:
+    """Send (key, value) pairs in order; return each one's (partition, offset)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in items]
+        metas = await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return [(m.partition, m.offset) for m in metas]
+
+
+class OutputReader:
+    """Reads the three output topics of one input topic from the start, read_committed."""
+
+    def __init__(self, bootstrap: str, topic: str, isolation_level: str = "read_committed") -> None:
+        self.topics = [f"{topic}.pairs", f"{topic}.orphans", f"{topic}.dead-letter"]
+        self.consumer = AIOKafkaConsumer(
+            *self.topics,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            isolation_level=isolation_level,
+            enable_auto_commit=False,
+            metadata_max_age_ms=1000,
+        )
+        self.messages: list[Any] = []
+
+    async def __aenter__(self) -> OutputReader:
+        await self.consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.consumer.stop()
+
+    async def poll(self, timeout_ms: int = 200) -> None:
+        for batch in (await self.consumer.getmany(timeout_ms=timeout_ms)).values():
+            self.messages.extend(batch)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return [orjson.loads(m.value) for m in self.messages]
+
+    async def until(self, done: Callable[[list[dict[str, Any]]], bool], timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not done(self.records):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"outputs incomplete after {timeout_s}s: {summary(self.records)}")
+            await self.poll()
+
+    async def settle(self, quiet_s: float = 1.0) -> None:
+        """Keep reading until nothing new arrived for `quiet_s` (catches late duplicates)."""
+        n = -1
+        while n != len(self.messages):
+            n = len(self.messages)
+            deadline = time.monotonic() + quiet_s
+            while time.monotonic() < deadline:
+                await self.poll(100)
+
+
+def identities(records: Iterable[dict[str, Any]]) -> Counter[Identity]:
+    seen: Counter[Identity] = Counter()
+    for r in records:
+        if r["kind"] == "dead_letter":
+            s = r["source"]
+            seen[(s["topic"], s["partition"], s["offset"], None)] += 1
+            continue
+        for side in [r["call"], r["result"]] if r["kind"] == "pair" else [r["event"]]:
+            s = side["source"]
+            seen[(s["topic"], s["partition"], s["offset"], side["block"])] += 1
+    return seen
+
+
+def summary(records: Iterable[dict[str, Any]]) -> Counter[str]:
+    c: Counter[str] = Counter()
+    for r in records:
+        c[r["kind"] + (f":{r['reason']}" if "reason" in r and r["kind"] != "dead_letter" else "")] += 1
+    return c
+
+
+async def wait_for(pred: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s}s")
+        await asyncio.sleep(0.05)
+
+
+async def wait_async(pred: Callable[[], Awaitable[bool]], timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s}s")
+        await asyncio.sleep(0.1)
+
+
+def http_get(port: int, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+async def started(cfg: SidecarConfig, ready_timeout_s: float = 30.0) -> Sidecar:
+    sidecar = Sidecar(cfg)
+    await sidecar.start()
+    await wait_for(lambda: sidecar.ready, ready_timeout_s, "sidecar ready")
+    return sidecar
