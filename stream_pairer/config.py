@@ -27,9 +27,9 @@ def add_option(
     parser: argparse.ArgumentParser | Any,
     option: str,
     *,
-    type: Callable[[str], Any] = str,  # noqa: A002 - mirrors argparse's own keyword
+    type: Callable[[str], Any] = str,
     default: Any = None,
-    help: str,  # noqa: A002 - mirrors argparse's own keyword
+    help: str,
     **kwargs: Any,
 ) -> None:
     """Add `--option` whose default is read from its environment variable when set."""
@@ -72,31 +72,85 @@ def positive_int(value: str) -> int:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     d = EngineConfig()
     g = parser.add_argument_group("pairing and state limits")
-    add_option(g, "--call-timeout", type=positive_float, default=d.call_timeout_ms / 1000,
-               help="seconds (event time) a call waits for its result before it is an orphan (timeout)")
-    add_option(g, "--result-grace", type=non_negative_float, default=d.result_grace_ms / 1000,
-               help="seconds a result with an unknown id waits for its call to arrive late")
-    add_option(g, "--conversation-ttl", type=positive_float, default=d.conversation_ttl_ms / 1000,
-               help="seconds an idle conversation's memory (closed ids, counters) is kept")
-    add_option(g, "--max-conversations", type=positive_int, default=d.max_conversations,
-               help="conversations held at once; the least recently used is evicted past it")
-    add_option(g, "--max-calls-per-conversation", type=positive_int, default=d.max_calls_per_conversation,
-               help="open calls held per conversation; the oldest is evicted past it")
-    add_option(g, "--max-held-bytes", type=positive_int, default=d.max_held_bytes,
-               help="bytes of held payloads in all; the oldest held event is evicted past it")
+    add_option(
+        g,
+        "--call-timeout",
+        type=positive_float,
+        default=d.call_timeout_ms / 1000,
+        help="seconds (event time) a call waits for its result before it is an orphan (timeout)",
+    )
+    add_option(
+        g,
+        "--result-grace",
+        type=non_negative_float,
+        default=d.result_grace_ms / 1000,
+        help="seconds a result with an unknown id waits for its call to arrive late",
+    )
+    add_option(
+        g,
+        "--conversation-ttl",
+        type=positive_float,
+        default=d.conversation_ttl_ms / 1000,
+        help="seconds an idle conversation's memory (closed ids, counters) is kept",
+    )
+    add_option(
+        g,
+        "--max-conversations",
+        type=positive_int,
+        default=d.max_conversations,
+        help="conversations held at once; the least recently used is evicted past it",
+    )
+    add_option(
+        g,
+        "--max-calls-per-conversation",
+        type=positive_int,
+        default=d.max_calls_per_conversation,
+        help="open calls held per conversation; the oldest is evicted past it",
+    )
+    add_option(
+        g,
+        "--max-held-bytes",
+        type=positive_int,
+        default=d.max_held_bytes,
+        help="bytes of held payloads in all; the oldest held event is evicted past it",
+    )
     f = parser.add_argument_group("input records")
-    add_option(f, "--conversation-field", action="append", default=None,
-               help="dotted path of the conversation id in a record; repeat to try several in order "
-                    f"(default: {', '.join(DEFAULT_FORMAT_CONFIG.conversation_fields)})")
-    add_option(f, "--max-record-bytes", type=positive_int, default=DEFAULT_FORMAT_CONFIG.max_record_bytes,
-               help="a larger record is dead-lettered (too_large)")
+    add_option(
+        f,
+        "--conversation-field",
+        action="append",
+        default=None,
+        help="dotted path of the conversation id in a record; repeat to try several in order "
+        f"(default: {', '.join(DEFAULT_FORMAT_CONFIG.conversation_fields)})",
+    )
+    add_option(
+        f,
+        "--max-record-bytes",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_record_bytes,
+        help="a larger record is dead-lettered (too_large)",
+    )
     t = parser.add_argument_group("failure tagging")
-    add_option(t, "--tool-schemas", default=None,
-               help="JSON file or directory of tool definitions (Anthropic input_schema / OpenAI parameters)")
-    add_option(t, "--max-tool-calls", type=positive_int, default=12,
-               help="calls per conversation before further calls are tagged termination")
-    add_option(t, "--max-conversation-seconds", type=positive_float, default=600.0,
-               help="wall time from a conversation's first call before further calls are tagged termination")
+    add_option(
+        t,
+        "--tool-schemas",
+        default=None,
+        help="JSON file or directory of tool definitions (Anthropic input_schema / OpenAI parameters)",
+    )
+    add_option(
+        t,
+        "--max-tool-calls",
+        type=positive_int,
+        default=12,
+        help="calls per conversation before further calls are tagged termination",
+    )
+    add_option(
+        t,
+        "--max-conversation-seconds",
+        type=positive_float,
+        default=600.0,
+        help="wall time from a conversation's first call before further calls are tagged termination",
+    )
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
@@ -111,7 +165,11 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
 
 
 def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
-    fields = tuple(args.conversation_field) if args.conversation_field else DEFAULT_FORMAT_CONFIG.conversation_fields
+    fields = (
+        tuple(args.conversation_field)
+        if args.conversation_field
+        else DEFAULT_FORMAT_CONFIG.conversation_fields
+    )
     return FormatConfig(conversation_fields=fields, max_record_bytes=args.max_record_bytes)
 
 

@@ -18,8 +18,12 @@ import orjson
 from stream_pairer.engine import Record
 
 GZIP_MAGIC = b"\x1f\x8b"
-OUTPUT_FILES = {"pair": "pairs.jsonl", "orphan_call": "orphans.jsonl", "orphan_result": "orphans.jsonl",
-                "dead_letter": "dead_letter.jsonl"}
+OUTPUT_FILES = {
+    "pair": "pairs.jsonl",
+    "orphan_call": "orphans.jsonl",
+    "orphan_result": "orphans.jsonl",
+    "dead_letter": "dead_letter.jsonl",
+}
 
 
 class InputError(Exception):
@@ -34,8 +38,8 @@ def open_input(name: str) -> IO[bytes]:
             raw = open(name, "rb")  # noqa: SIM115 - returned to the caller, who closes it
         except OSError as err:
             raise InputError(f"cannot open {name}: {err.strerror or err}") from err
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
-    if buffered.peek(2)[:2] == GZIP_MAGIC:
+    buffered: IO[bytes] = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
+    if isinstance(buffered, io.BufferedReader) and buffered.peek(2)[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
     return buffered
 

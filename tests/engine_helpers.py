@@ -12,19 +12,47 @@ _line = itertools.count(1)
 
 
 def call(
-    conv: str, cid: str | None, name: str | None = "search", ts: float | None = None, size: int = 100,
+    conv: str,
+    cid: str | None,
+    name: str | None = "search",
+    ts: float | None = None,
+    size: int = 100,
     args: Any = None,
 ) -> ToolEvent:
-    return ToolEvent(CALL, conv, cid, name, args if args is not None else {"q": cid}, ts, "canonical",
-                     {"file": "t.jsonl", "line": next(_line)}, size=size)
+    return ToolEvent(
+        CALL,
+        conv,
+        cid,
+        name,
+        args if args is not None else {"q": cid},
+        ts,
+        "canonical",
+        {"file": "t.jsonl", "line": next(_line)},
+        size=size,
+    )
 
 
 def result(
-    conv: str, cid: str | None, name: str | None = None, ts: float | None = None, size: int = 100,
-    content: Any = "ok", is_error: bool | None = None,
+    conv: str,
+    cid: str | None,
+    name: str | None = None,
+    ts: float | None = None,
+    size: int = 100,
+    content: Any = "ok",
+    is_error: bool | None = None,
 ) -> ToolEvent:
-    return ToolEvent(RESULT, conv, cid, name, content, ts, "canonical",
-                     {"file": "t.jsonl", "line": next(_line)}, size=size, is_error=is_error)
+    return ToolEvent(
+        RESULT,
+        conv,
+        cid,
+        name,
+        content,
+        ts,
+        "canonical",
+        {"file": "t.jsonl", "line": next(_line)},
+        size=size,
+        is_error=is_error,
+    )
 
 
 def members(records: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:

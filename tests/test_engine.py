@@ -31,7 +31,9 @@ def test_id_match_however_far_apart_and_out_of_order() -> None:
     out = run(e, [a, b, *noise, rb, ra])
     pairs = [r for r in out if r["kind"] == "pair"]
     assert [(p["call"]["id"], p["result"]["id"], p["match"]) for p in pairs] == [
-        ("toolu_B", "toolu_B", "id"), ("toolu_A", "toolu_A", "id")]
+        ("toolu_B", "toolu_B", "id"),
+        ("toolu_A", "toolu_A", "id"),
+    ]
     assert pairs[1]["latency_ms"] == 1500
     assert pairs[1]["fifo_by"] is None
     assert e.open_calls == 50
@@ -39,7 +41,9 @@ def test_id_match_however_far_apart_and_out_of_order() -> None:
 
 def test_id_pairing_removes_call_from_fifo_queue() -> None:
     e = Engine()
-    out = run(e, [call("c", "a", ts=1), call("c", None, ts=2), result("c", "a", ts=3), result("c", None, ts=4)])
+    out = run(
+        e, [call("c", "a", ts=1), call("c", None, ts=2), result("c", "a", ts=3), result("c", None, ts=4)]
+    )
     pairs = [r for r in out if r["kind"] == "pair"]
     assert [(p["call"]["id"], p["match"]) for p in pairs] == [("a", "id"), (None, "fifo")]
 
@@ -49,7 +53,9 @@ def test_fifo_pairs_oldest_open_call_when_result_has_no_id() -> None:
     c1, c2 = call("c", None, name="f", ts=1), call("c", None, name="f", ts=2)
     out = run(e, [c1, c2, result("c", None, ts=3), result("c", None, ts=4)])
     assert [(p["call"]["source"]["line"], p["match"], p["fifo_by"]) for p in out] == [
-        (c1.source["line"], "fifo", "order"), (c2.source["line"], "fifo", "order")]
+        (c1.source["line"], "fifo", "order"),
+        (c2.source["line"], "fifo", "order"),
+    ]
 
 
 def test_fifo_prefers_oldest_call_with_same_name() -> None:
@@ -137,8 +143,15 @@ def test_call_timeout_is_event_time_and_wall_tick_fires_it() -> None:
 def test_same_id_in_two_conversations_pairs_within_each() -> None:
     # a resumed Claude Code session copies history under a new sessionId
     e = Engine()
-    out = run(e, [call("s1", "toolu_X", ts=1), call("s2", "toolu_X", ts=2),
-                  result("s2", "toolu_X", ts=3), result("s1", "toolu_X", ts=4)])
+    out = run(
+        e,
+        [
+            call("s1", "toolu_X", ts=1),
+            call("s2", "toolu_X", ts=2),
+            result("s2", "toolu_X", ts=3),
+            result("s1", "toolu_X", ts=4),
+        ],
+    )
     assert [(p["conversation_id"], p["match"]) for p in out] == [("s2", "id"), ("s1", "id")]
     assert out[0]["pair_id"] != out[1]["pair_id"]
 
@@ -167,20 +180,25 @@ def test_held_bytes_limit_evicts_oldest_held_event() -> None:
     out = run(e, [first, call("b", "2", ts=2, size=100), call("c", "3", ts=3, size=100)])
     assert kinds(out) == [("orphan_call", "evicted")]
     assert out[0]["event"]["source"] == first.source
-    assert e.held_bytes == 200 <= 250
+    assert e.held_bytes == 200
 
 
 def test_flush_emits_everything_open_with_reason() -> None:
     e = Engine()
     out = run(e, [call("a", "1", ts=1), call("a", None, ts=2), result("b", "zz", ts=3)], flush=True)
-    assert sorted(kinds(out)) == [("orphan_call", "shutdown"), ("orphan_call", "shutdown"),
-                                  ("orphan_result", "shutdown")]
+    assert sorted(kinds(out)) == [
+        ("orphan_call", "shutdown"),
+        ("orphan_call", "shutdown"),
+        ("orphan_result", "shutdown"),
+    ]
     assert e.open_calls == e.pending_results == e.held_bytes == 0 and e.oldest_held() is None
     out = run(Engine(), [call("a", "1", ts=1), result("b", "zz", ts=3)])
     e2 = Engine()
     run(e2, [call("a", "1", ts=1), result("b", "zz", ts=3)])
     assert sorted(kinds(e2.flush("end_of_input", result_reason="no_call"))) == [
-        ("orphan_call", "end_of_input"), ("orphan_result", "no_call")]
+        ("orphan_call", "end_of_input"),
+        ("orphan_result", "no_call"),
+    ]
     assert out == []
 
 
@@ -221,8 +239,13 @@ def test_pair_id_is_deterministic_from_conversation_and_call() -> None:
 
 def test_same_input_same_output() -> None:
     def scenario() -> list[Any]:
-        return [call("c", "a", ts=1), call("c", None, ts=2), result("c", None, ts=3),
-                result("c", "zz", ts=4), call("c", "b", ts=5)]
+        return [
+            call("c", "a", ts=1),
+            call("c", None, ts=2),
+            result("c", None, ts=3),
+            result("c", "zz", ts=4),
+            call("c", "b", ts=5),
+        ]
 
     events = scenario()
     a = run(Engine(EngineConfig(result_grace_ms=1)), events, flush=True)

@@ -33,8 +33,11 @@ def scenarios(draw: st.DrawFn) -> tuple[list[ToolEvent], EngineConfig, list[int]
             ts = float(draw(st.integers(0, 100_000)))
             events.append(call(conv, cid, name=name, ts=ts, size=draw(st.integers(0, 300))))
             if draw(st.integers(0, 9)) > 1:  # most calls get a result
-                rid = cid if has_id and draw(st.integers(0, 9)) > 0 else (
-                    f"unknown_{c}_{i}" if has_id else None)
+                rid = (
+                    cid
+                    if has_id and draw(st.integers(0, 9)) > 0
+                    else (f"unknown_{c}_{i}" if has_id else None)
+                )
                 rname = name if draw(st.booleans()) else None
                 rts = ts + draw(st.integers(0, 50_000))
                 events.append(result(conv, rid, name=rname, ts=float(rts), size=draw(st.integers(0, 300))))
@@ -75,7 +78,9 @@ def _run(stream: list[ToolEvent], config: EngineConfig, ticks: list[int]) -> lis
 
 @settings(max_examples=400, deadline=None)
 @given(scenarios())
-def test_every_event_accounted_for_exactly_once(case: tuple[list[ToolEvent], EngineConfig, list[int]]) -> None:
+def test_every_event_accounted_for_exactly_once(
+    case: tuple[list[ToolEvent], EngineConfig, list[int]],
+) -> None:
     stream, config, ticks = case
     out = _run(stream, config, ticks)
     expected: dict[Any, int] = {}

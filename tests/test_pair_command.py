@@ -29,11 +29,16 @@ def _validators() -> dict[str, Draft202012Validator]:
         resources.append((path.name, Resource.from_contents(schema)))
     registry: Registry = Registry().with_resources(resources)
     out = {}
-    for kind, name in [("pair", "pair"), ("orphan_call", "orphan"), ("orphan_result", "orphan"),
-                       ("dead_letter", "dead_letter")]:
+    for kind, name in [
+        ("pair", "pair"),
+        ("orphan_call", "orphan"),
+        ("orphan_result", "orphan"),
+        ("dead_letter", "dead_letter"),
+    ]:
         schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
-        out[kind] = Draft202012Validator(schema, registry=registry,
-                                         format_checker=Draft202012Validator.FORMAT_CHECKER)
+        out[kind] = Draft202012Validator(
+            schema, registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
     return out
 
 
@@ -98,6 +103,7 @@ def test_gzip_and_stdin_inputs(tmp_path: Path) -> None:
     gz.write_bytes(gzip.compress(EXAMPLE.read_bytes()))
     plain = run_pair(tmp_path / "a", str(EXAMPLE))
     zipped = run_pair(tmp_path / "b", str(gz))
+
     def ident(p: dict[str, Any]) -> tuple[Any, ...]:
         # FIFO pair ids derive from the source file name, which differs here by design
         return (p["conversation_id"], p["match"], p["call"]["source"]["line"], p["result"]["source"]["line"])
@@ -105,7 +111,9 @@ def test_gzip_and_stdin_inputs(tmp_path: Path) -> None:
     assert [ident(p) for p in plain["pairs"]] == [ident(p) for p in zipped["pairs"]]
     proc = subprocess.run(
         [sys.executable, "-m", "stream_pairer", "pair", "-", "--out", str(tmp_path / "c")],
-        input=EXAMPLE.read_bytes(), capture_output=True, check=True,
+        input=EXAMPLE.read_bytes(),
+        capture_output=True,
+        check=True,
     )
     assert b"conservation:" in proc.stdout and b"(ok)" in proc.stdout
     piped = read_jsonl(tmp_path / "c" / "pairs.jsonl")
@@ -121,7 +129,9 @@ def test_invalid_utf8_goes_to_dead_letter_as_base64(tmp_path: Path) -> None:
     assert dl["reason"] == "invalid_utf8" and "raw_base64" in dl and dl["source"]["line"] == 1
 
 
-def test_unreadable_input_exits_non_zero_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreadable_input_exits_non_zero_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["pair", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o"), "-q"])
     assert code == 1
     err = capsys.readouterr().err.strip()

@@ -19,7 +19,7 @@ from stream_pairer.fileio import InputError, OutputWriter, read_lines
 from stream_pairer.pipeline import Pipeline, Summary
 
 NAME = "pair"
-HELP = "pair tool calls with results in JSONL files (gzip accepted, - for stdin); write pairs, orphans, dead letters"
+HELP = "pair tool calls with results in JSONL files (gzip ok, - for stdin): pairs, orphans, dead letters"
 PROGRESS_EVERY_S = 2.0
 
 
@@ -27,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL file (gzip ok) or - for stdin")
     parser.add_argument("--out", "-o", required=True, type=Path, help="output directory")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress line, no summary table")
-    parser.add_argument("--summary-json", type=Path, default=None,
-                        help="also write the summary as JSON to this file")
+    parser.add_argument(
+        "--summary-json", type=Path, default=None, help="also write the summary as JSON to this file"
+    )
     add_engine_arguments(parser)
 
 
