@@ -38,7 +38,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,7 @@ def make_traffic(
             ids = [f"call_{c}_{t}_{i}_{rng.randrange(1 << 20):05x}" for i in range(n)]
             names = [rng.choice(["search", "fetch", "weather", "calc"]) for _ in range(n)]
             answered = [rng.random() >= unanswered for _ in range(n)]
-            calls, results = _turn(fmt, cid, ids, names, answered, pad, rng)
+            calls, results = _turn(fmt, cid, ids, names, answered, pad=pad, rng=rng)
             recs += [(key, f) for f in calls]
             recs += [(key, f) for f in results]
             if rng.random() < bad:
@@ -126,7 +126,14 @@ def make_traffic(
 
 
 def _turn(
-    fmt: str, cid: str, ids: list[str], names: list[str], answered: list[bool], pad: str, rng: random.Random
+    fmt: str,
+    cid: str,
+    ids: list[str],
+    names: list[str],
+    answered: list[bool],
+    *,
+    pad: str,
+    rng: random.Random,
 ) -> tuple[list[Callable[[float], bytes]], list[Callable[[float], bytes]]]:
     """Makers for one turn's call record(s) and result record(s) in format `fmt`."""
     n = len(ids)
@@ -141,50 +148,753 @@ def _turn(
 
     if fmt == "canonical":
         for i in range(n):
-            calls.append(lambda ts, i=i: _dumps({"conversation_id": cid, "type": "tool_call", "id": ids[i],
-                                                "name": names[i], "arguments": {"q": pad}, "ts": ts_ms(ts)}))
+            calls.append(
+                lambda ts, i=i: _dumps(
+                    {
+                        "conversation_id": cid,
+                        "type": "tool_call",
+                        "id": ids[i],
+                        "name": names[i],
+                        "arguments": {"q": pad},
+                        "ts": ts_ms(ts),
+                    }
+                )
+            )
         for i in order:
-            results.append(lambda ts, i=i: _dumps({"conversation_id": cid, "type": "tool_result", "id": ids[i],
-                                                  "content": f"ok {pad}", "ts": ts_ms(ts)}))
+            results.append(
+                lambda ts, i=i: _dumps(
+                    {
+                        "conversation_id": cid,
+                        "type": "tool_result",
+                        "id": ids[i],
+                        "content": f"ok {pad}",
+                        "ts": ts_ms(ts),
+                    }
+                )
+            )
         if extra < 0.05 and order:  # a duplicate result
             results.append(results[0])
         elif extra < 0.08:  # a result whose call never existed
-            results.append(lambda ts: _dumps({"conversation_id": cid, "type": "tool_result", "id": "ghost-" + ids[0],
-                                              "content": "?", "ts": ts_ms(ts)}))
+            results.append(
+                lambda ts: _dumps(
+                    {
+                        "conversation_id": cid,
+                        "type": "tool_result",
+                        "id": "ghost-" + ids[0],
+                        "content": "?",
+                        "ts": ts_ms(ts),
+                    }
+                )
+            )
     elif fmt in ("anthropic", "claude_code"):
+
         def wrap(role: str, content: list[Any], ts: float) -> bytes:
             if fmt == "claude_code":
-                return _dumps({"type": "assistant" if role == "assistant" else "user", "sessionId": cid,
-                               "timestamp": ts_ms(ts), "message": {"role": role, "content": content}})
-            return _dumps({"conversation_id": cid, "ts": ts_ms(ts), "message": {"role": role, "content": content}})
+                return _dumps(
+                    {
+                        "type": "assistant" if role == "assistant" else "user",
+                        "sessionId": cid,
+                        "timestamp": ts_ms(ts),
+                        "message": {"role": role, "content": content},
+                    }
+                )
+            return _dumps(
+                {"conversation_id": cid, "ts": ts_ms(ts), "message": {"role": role, "content": content}}
+            )
 
         blocks = [{"type": "text", "text": "working on it"}] + [
-            {"type": "tool_use", "id": ids[i], "name": names[i], "input": {"q": pad}} for i in range(n)]
+            {"type": "tool_use", "id": ids[i], "name": names[i], "input": {"q": pad}} for i in range(n)
+        ]
         calls.append(lambda ts: wrap("assistant", blocks, ts))
         if order:
-            res = [{"type": "tool_result", "tool_use_id": ids[i], "content": f"ok {pad}",
-                    "is_error": rng.random() < 0.1} for i in order]
+            res = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": ids[i],
+                    "content": f"ok {pad}",
+                    "is_error": rng.random() < 0.1,
+                }
+                for i in order
+            ]
             results.append(lambda ts: wrap("user", res, ts))
     elif fmt == "openai_chat":
-        tcs = [{"id": ids[i], "type": "function", "function": {"name": names[i], "arguments": json.dumps({"q": pad})}}
-               for i in range(n)]
-        calls.append(lambda ts: _dumps({"conversation_id": cid, "created": ts, "role": "assistant", "content": None,
-                                        "tool_calls": tcs}))
+        tcs = [
+            {
+                "id": ids[i],
+                "type": "function",
+                "function": {"name": names[i], "arguments": json.dumps({"q": pad})},
+            }
+            for i in range(n)
+        ]
+        calls.append(
+            lambda ts: _dumps(
+                {
+                    "conversation_id": cid,
+                    "created": ts,
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": tcs,
+                }
+            )
+        )
         for i in order:
-            results.append(lambda ts, i=i: _dumps({"conversation_id": cid, "created": ts, "role": "tool",
-                                                  "tool_call_id": ids[i], "content": f"ok {pad}"}))
+            results.append(
+                lambda ts, i=i: _dumps(
+                    {
+                        "conversation_id": cid,
+                        "created": ts,
+                        "role": "tool",
+                        "tool_call_id": ids[i],
+                        "content": f"ok {pad}",
+                    }
+                )
+            )
     elif fmt == "openai_legacy":  # no ids at all: FIFO by name, one call per turn
         for i in range(n):
-            calls.append(lambda ts, i=i: _dumps({"conversation_id": cid, "created": ts, "role": "assistant",
-                                                "function_call": {"name": names[i], "arguments": "{}"}}))
+            calls.append(
+                lambda ts, i=i: _dumps(
+                    {
+                        "conversation_id": cid,
+                        "created": ts,
+                        "role": "assistant",
+                        "function_call": {"name": names[i], "arguments": "{}"},
+                    }
+                )
+            )
         for i in order:
-            results.append(lambda ts, i=i: _dumps({"conversation_id": cid, "created": ts, "role": "function",
-                                                  "name": names[i], "content": f"ok {pad}"}))
+            results.append(
+                lambda ts, i=i: _dumps(
+                    {
+                        "conversation_id": cid,
+                        "created": ts,
+                        "role": "function",
+                        "name": names[i],
+                        "content": f"ok {pad}",
+                    }
+                )
+            )
     else:  # gemini without ids: FIFO by function name
         parts = [{"functionCall": {"name": names[i], "args": {"q": pad}}} for i in range(n)]
-        calls.append(lambda ts: _dumps({"conversation_id": cid, "ts": ts_ms(ts), "role": "model", "parts": parts}))
+        calls.append(
+            lambda ts: _dumps({"conversation_id": cid, "ts": ts_ms(ts), "role": "model", "parts": parts})
+        )
         if order:
             rparts = [{"functionResponse": {"name": names[i], "response": {"output": pad}}} for i in order]
-            results.append(lambda ts: _dumps({"conversation_id": cid, "ts": ts_ms(ts), "role": "user",
-                                              "parts": rparts}))
+            results.append(
+                lambda ts: _dumps({"conversation_id": cid, "ts": ts_ms(ts), "role": "user", "parts": rparts})
+            )
     return calls, results
+
+
+# ============================================================================================ Kafka I/O
+
+
+async def create_topic(bootstrap: str, partitions: int, replication: int = 1, prefix: str = "trial") -> str:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415
+
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication)])
+        deadline = time.monotonic() + 30
+        while True:
+            (meta,) = await admin.describe_topics([name])
+            leaders = [p["leader"] for p in meta["partitions"]]
+            if meta["error_code"] == 0 and len(leaders) == partitions and min(leaders) >= 0:
+                return name
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {name} has no leaders after 30s: {meta}")
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
+async def produce(
+    bootstrap: str, topic: str, records: list[tuple[bytes, Callable[[float], bytes]]], rate: float | None
+) -> float:
+    """Send the records in order at about `rate` records/s (None: as fast as possible); returns the
+    achieved rate. acks=all + idempotence: what is acknowledged is in the log exactly once."""
+    from aiokafka import AIOKafkaProducer  # noqa: PLC0415
+
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        max_batch_size=256 * 1024,
+        request_timeout_ms=60_000,
+    )
+    await producer.start()
+    started = time.monotonic()
+    try:
+        futures = []
+        for i, (key, make) in enumerate(records):
+            futures.append(await producer.send(topic, make(time.time()), key=key))
+            if rate is not None and i % 50 == 49:
+                ahead = started + (i + 1) / rate - time.monotonic()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return len(records) / max(time.monotonic() - started, 1e-9)
+
+
+async def audit_once(bootstrap: str, topic: str, exactly_once: bool) -> AuditReport:
+    auditor = Auditor(exactly_once=exactly_once, max_samples=50)
+    return await audit_topics(
+        auditor,
+        bootstrap,
+        [topic],
+        [f"{topic}.pairs", f"{topic}.orphans", f"{topic}.dead-letter"],
+        timeout_s=120,
+    )
+
+
+async def settle(
+    bootstrap: str,
+    topic: str,
+    exactly_once: bool,
+    timeout_s: float = SETTLE_TIMEOUT_S,
+    check: Callable[[], None] | None = None,
+) -> AuditReport:
+    """Audit until nothing is missing (held calls time out a few seconds after the input stops),
+    then once more after a pause, so that late duplicates are seen too. Returns the last report."""
+    deadline = time.monotonic() + timeout_s
+    report: AuditReport | None = None
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        try:
+            report = await audit_once(bootstrap, topic, exactly_once)
+        except AuditReadError as err:
+            print(f"    (audit retry: {err})", flush=True)
+            await asyncio.sleep(2)
+            continue
+        if report.lost == 0:
+            await asyncio.sleep(3)
+            return await audit_once(bootstrap, topic, exactly_once)
+        await asyncio.sleep(2)
+    if report is None:
+        report = await audit_once(bootstrap, topic, exactly_once)
+    return report
+
+
+# ============================================================================================ sidecar
+
+
+class SidecarProc:
+    """One `stream-pairer run` subprocess; restartable; its /metrics read over HTTP."""
+
+    def __init__(
+        self,
+        name: str,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        workdir: Path,
+        *,
+        exactly_once: bool,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.http_port = free_ports(1)[0]
+        self.log_path = workdir / f"sidecar-{topic}-{name}.log"
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "stream_pairer",
+            "run",
+            "--bootstrap-servers",
+            bootstrap,
+            "--input-topic",
+            topic,
+            "--group-id",
+            group,
+            "--instance-id",
+            name,
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            str(self.http_port),
+            "--call-timeout",
+            str(CALL_TIMEOUT_S),
+            "--result-grace",
+            str(RESULT_GRACE_S),
+            "--tick-interval",
+            "0.5",
+            "--commit-interval",
+            "0.5",
+            "--session-timeout",
+            "6",
+            "--backoff-max",
+            "2",
+            "--shutdown-timeout",
+            "20",
+            *(["--exactly-once"] if exactly_once else []),
+            *extra,
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.kills = 0
+        self.crashes = 0  # exits nobody asked for, and graceful stops that failed
+        self.exit_codes: list[int] = []
+
+    def start(self) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with self.log_path.open("ab") as log:
+            log.write(f"\n===== start {self.starts + 1}: {' '.join(self.cmd)}\n".encode())
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True
+            )
+        self.starts += 1
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check(self) -> None:
+        """Count an unrequested exit as a crash, and restart (what a container supervisor does)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.crashes += 1
+            self.exit_codes.append(self.proc.returncode)
+            print(
+                f"    !! sidecar {self.name} exited by itself ({self.proc.returncode}); see {self.log_path}",
+                flush=True,
+            )
+            self.proc = None
+            self.start()
+
+    def kill(self) -> None:
+        """kill -9: no shutdown hook, no flush, no commit."""
+        self.check()
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.kills += 1
+        self.proc = None
+
+    def stop(self, timeout: float = 40.0) -> int | None:
+        """SIGTERM and wait: a clean stop exits 0 within the bound; anything else counts as a crash."""
+        self.check()
+        if self.proc is None:
+            return None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+            print(f"    !! sidecar {self.name} did not stop within {timeout}s", flush=True)
+        self.exit_codes.append(code)
+        if code != 0:
+            self.crashes += 1
+            print(
+                f"    !! sidecar {self.name} stopped with exit code {code}; see {self.log_path}", flush=True
+            )
+        self.proc = None
+        return code
+
+    def metrics(self) -> dict[str, float]:
+        """Prometheus text -> {series name: value summed over its label sets}; {} if unreachable."""
+        try:
+            url = f"http://127.0.0.1:{self.http_port}/metrics"
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return {}
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)", line)
+            if m:
+                with contextlib.suppress(ValueError):
+                    out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+        return out
+
+    def rss_bytes(self) -> int:
+        if self.proc is None:
+            return 0
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:
+            return 0
+        m = re.search(r"VmRSS:\s+(\d+) kB", status)
+        return int(m.group(1)) * 1024 if m else 0
+
+    def tracebacks(self) -> int:
+        return self.log_path.read_text(errors="replace").count("Traceback") if self.log_path.exists() else 0
+
+
+# ============================================================================================ trials
+
+
+@dataclass
+class TrialResult:
+    kind: str
+    ok: bool
+    records: int = 0
+    events: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    crashes: int = 0
+    seconds: float = 0.0
+    note: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def _result(
+    kind: str,
+    report: AuditReport,
+    sidecars: list[SidecarProc],
+    started: float,
+    *,
+    note: str,
+    exactly_once: bool,
+    extra_ok: bool = True,
+) -> TrialResult:
+    crashes = sum(s.crashes for s in sidecars)
+    ok = report.ok and crashes == 0 and extra_ok and (not exactly_once or report.duplicated == 0)
+    return TrialResult(
+        kind=kind,
+        ok=ok,
+        records=report.inputs["records"],
+        events=report.inputs["calls"] + report.inputs["results"],
+        lost=report.lost,
+        duplicated=report.duplicated,
+        crashes=crashes,
+        seconds=time.monotonic() - started,
+        note=note,
+        problems=[] if report.ok else render(report, 10).splitlines(),
+    )
+
+
+@dataclass
+class Context:
+    workdir: Path
+    broker: KafkaBroker | None = None  # the shared broker of the kill/rebalance/overload trials
+
+
+async def trial_kill(ctx: Context, rng: random.Random, exactly_once: bool, kind: str) -> TrialResult:
+    """kill -9 of the sidecar at random points while input flows; restart after a random pause."""
+    assert ctx.broker is not None
+    started = time.monotonic()
+    bootstrap = ctx.broker.bootstrap
+    topic = await create_topic(bootstrap, partitions=3)
+    side = SidecarProc("k", bootstrap, topic, f"g-{topic}", ctx.workdir, exactly_once=exactly_once)
+    side.start()
+    traffic = make_traffic(rng, rng.randint(150, 400))
+    duration = rng.uniform(4.0, 8.0)
+    producing = asyncio.create_task(produce(bootstrap, topic, traffic.records, len(traffic) / duration))
+    kills = rng.randint(1, 3)
+    points = sorted(rng.uniform(0.3, duration + 2.0) for _ in range(kills))
+    t0 = time.monotonic()
+    for at in points:
+        await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
+        side.kill()
+        await asyncio.sleep(rng.uniform(0.0, 1.5))
+        side.start()
+    await producing
+    report = await settle(bootstrap, topic, exactly_once, check=side.check)
+    side.stop()
+    note = f"{side.kills} kills at {', '.join(f'{p:.1f}' for p in points)} s"
+    return _result(kind, report, [side], started, note=note, exactly_once=exactly_once)
+
+
+async def trial_rebalance(ctx: Context, rng: random.Random, exactly_once: bool, kind: str) -> TrialResult:
+    """Two instances in one group: B joins mid-run (rebalance), then A is killed (rebalance again)."""
+    assert ctx.broker is not None
+    started = time.monotonic()
+    bootstrap = ctx.broker.bootstrap
+    topic = await create_topic(bootstrap, partitions=4)
+    group = f"g-{topic}"
+    a = SidecarProc("a", bootstrap, topic, group, ctx.workdir, exactly_once=exactly_once)
+    b = SidecarProc("b", bootstrap, topic, group, ctx.workdir, exactly_once=exactly_once)
+    a.start()
+    traffic = make_traffic(rng, rng.randint(300, 500))
+    duration = rng.uniform(8.0, 12.0)
+    producing = asyncio.create_task(produce(bootstrap, topic, traffic.records, len(traffic) / duration))
+    await asyncio.sleep(rng.uniform(1.5, 3.5))
+    b.start()
+    await asyncio.sleep(rng.uniform(3.0, 5.0))
+    a.kill()
+    await producing
+
+    def check() -> None:
+        b.check()
+
+    report = await settle(bootstrap, topic, exactly_once, check=check)
+    b.stop()
+    return _result(kind, report, [a, b], started, note="b added, then a killed", exactly_once=exactly_once)
+
+
+async def trial_broker_restart(ctx: Context, rng: random.Random, hard: bool, kind: str) -> TrialResult:
+    """The broker goes away mid-run (SIGTERM, or SIGKILL when `hard`) and comes back on the same port
+    and data; the sidecar keeps running and must recover by itself (no restart by us)."""
+    started = time.monotonic()
+    broker = KafkaBroker(ctx.workdir / f"broker-{uuid.uuid4().hex[:6]}").start()
+    try:
+        bootstrap = broker.bootstrap
+        topic = await create_topic(bootstrap, partitions=2)
+        exactly_once = rng.random() < 0.5
+        side = SidecarProc("b", bootstrap, topic, f"g-{topic}", ctx.workdir, exactly_once=exactly_once)
+        side.start()
+        traffic = make_traffic(rng, rng.randint(200, 300))
+        half = len(traffic) // 2
+        await produce(bootstrap, topic, traffic.records[:half], half / 3.0)
+        await asyncio.sleep(rng.uniform(0.0, 1.0))
+        (broker.kill if hard else broker.stop)()
+        down = rng.uniform(3.0, 8.0)
+        await asyncio.sleep(down)
+        side.check()
+        broker.start()
+        await produce(bootstrap, topic, traffic.records[half:], (len(traffic) - half) / 3.0)
+        report = await settle(bootstrap, topic, exactly_once, check=side.check)
+        side.stop()
+        mode = "EOS" if exactly_once else "ALO"
+        note = f"broker {'killed' if hard else 'stopped'} for {down:.1f} s ({mode})"
+        return _result(kind, report, [side], started, note=note, exactly_once=exactly_once)
+    finally:
+        broker.close()
+
+
+async def trial_cluster(ctx: Context, rng: random.Random, exactly_once: bool, kind: str) -> TrialResult:
+    """3 KRaft brokers, every topic with replication factor 3 (min ISR 2); one broker killed mid-run."""
+    started = time.monotonic()
+    cluster = KafkaCluster(3, ctx.workdir / f"cluster-{uuid.uuid4().hex[:6]}").start()
+    try:
+        bootstrap = cluster.bootstrap
+        topic = await create_topic(bootstrap, partitions=3, replication=3)
+        side = SidecarProc(
+            "c",
+            bootstrap,
+            topic,
+            f"g-{topic}",
+            ctx.workdir,
+            exactly_once=exactly_once,
+            extra=("--replication-factor", "3"),
+        )
+        side.start()
+        traffic = make_traffic(rng, rng.randint(300, 400))
+        duration = rng.uniform(8.0, 10.0)
+        producing = asyncio.create_task(produce(bootstrap, topic, traffic.records, len(traffic) / duration))
+        await asyncio.sleep(rng.uniform(2.0, 5.0))
+        victim = rng.randrange(3)
+        cluster.kill(victim)
+        await producing
+        report = await settle(bootstrap, topic, exactly_once, check=side.check)
+        side.stop()
+        note = f"node {victim + 1} of 3 killed ({'EOS' if exactly_once else 'ALO'})"
+        return _result(kind, report, [side], started, note=note, exactly_once=exactly_once)
+    finally:
+        cluster.close()
+
+
+async def trial_overload(ctx: Context, rng: random.Random, kind: str) -> TrialResult:
+    """A backlog produced far faster than the sidecar reads it, with conversations far beyond the state
+    limits and a long call timeout: only the limits release state. Held bytes (from /metrics) must
+    stay at the bound, evictions must be emitted as orphans and counted in metrics, nothing lost.
+    At the end a SIGTERM with --flush-on-shutdown emits what is still held (reason shutdown)."""
+    assert ctx.broker is not None
+    started = time.monotonic()
+    bootstrap = ctx.broker.bootstrap
+    partitions = 2
+    topic = await create_topic(bootstrap, partitions=partitions)
+    limit_bytes = 256 * 1024
+    extra = (
+        "--max-conversations",
+        "50",
+        "--max-calls-per-conversation",
+        "8",
+        "--max-held-bytes",
+        str(limit_bytes),
+        "--call-timeout",
+        "3600",
+        "--flush-on-shutdown",
+    )
+    side = SidecarProc("o", bootstrap, topic, f"g-{topic}", ctx.workdir, exactly_once=False, extra=extra)
+    # Many conversations, many unanswered calls, 2 KB payloads: far beyond all three limits.
+    traffic = make_traffic(rng, 2000, turns=(4, 12), unanswered=0.5, payload_bytes=2048)
+    produce_rate = await produce(bootstrap, topic, traffic.records, None)  # the backlog, at full speed
+    side.start()
+    peak_held = peak_rss = 0.0
+    limit_seen = 0.0
+    samples = 0
+    read_start: tuple[float, float] | None = None
+    read_rate = 0.0
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    last: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        side.check()
+        m = side.metrics()
+        if m:
+            last = m
+            samples += 1
+            peak_held = max(peak_held, m.get("stream_pairer_held_bytes", 0.0))
+            limit_seen = max(limit_seen, m.get("stream_pairer_held_bytes_limit", 0.0))
+            read = m.get("stream_pairer_records_read_total", 0.0)
+            if read_start is None and read > 0:
+                read_start = (time.monotonic(), read)
+            elif read_start is not None and read > read_start[1]:
+                read_rate = (read - read_start[1]) / max(time.monotonic() - read_start[0], 1e-9)
+            if read >= len(traffic):
+                break
+        peak_rss = max(peak_rss, side.rss_bytes())
+        await asyncio.sleep(0.2)
+    evictions_metric = last.get("stream_pairer_evictions_total", 0.0)
+    side.stop()  # flush-on-shutdown: what is still held becomes orphans (shutdown)
+    report = await settle(bootstrap, topic, False)
+    evicted_out = report.reasons["orphan_call:evicted"] + report.reasons["orphan_result:evicted"]
+    # The gauge sums all partitions; each partition's engine is held to the limit (one event may be
+    # admitted before the oldest is evicted, so allow one payload's worth per partition).
+    bound = limit_bytes * partitions + partitions * 16 * 1024
+    checks = {
+        "held bytes at the bound": 0 < peak_held <= bound,
+        "evictions emitted": evicted_out > 0,
+        "evictions counted": evictions_metric == evicted_out,
+        "input faster than the sidecar": read_rate > 0 and produce_rate > read_rate,
+    }
+    note = (
+        f"peak held {peak_held / 1024:.0f} KiB (limit {limit_bytes // 1024} KiB x {partitions} partitions, "
+        f"gauge limit {limit_seen / 1024:.0f} KiB); peak RSS {peak_rss / 2**20:.0f} MiB; "
+        f"evicted {evicted_out} (metric {evictions_metric:.0f}); input {produce_rate:,.0f}/s vs "
+        f"sidecar {read_rate:,.0f} records/s; {samples} metric samples"
+    )
+    failed = [k for k, v in checks.items() if not v]
+    if failed:
+        note += "; FAILED: " + ", ".join(failed)
+    return _result(kind, report, [side], started, note=note, exactly_once=False, extra_ok=not failed)
+
+
+# ============================================================================================ runner
+
+TrialFn = Callable[[Context, random.Random], Awaitable[TrialResult]]
+TRIALS: dict[str, TrialFn] = {
+    "kill-alo": lambda ctx, rng: trial_kill(ctx, rng, False, "kill-alo"),
+    "kill-eos": lambda ctx, rng: trial_kill(ctx, rng, True, "kill-eos"),
+    "broker-restart": lambda ctx, rng: trial_broker_restart(ctx, rng, rng.random() < 0.5, "broker-restart"),
+    "cluster-kill": lambda ctx, rng: trial_cluster(ctx, rng, rng.random() < 0.5, "cluster-kill"),
+    "rebalance-alo": lambda ctx, rng: trial_rebalance(ctx, rng, False, "rebalance-alo"),
+    "rebalance-eos": lambda ctx, rng: trial_rebalance(ctx, rng, True, "rebalance-eos"),
+    "overload": lambda ctx, rng: trial_overload(ctx, rng, "overload"),
+}
+SHORT = {"kill-alo": 2, "kill-eos": 2, "broker-restart": 1}
+LONG = {
+    "kill-alo": 20,
+    "kill-eos": 20,
+    "broker-restart": 4,
+    "cluster-kill": 2,
+    "rebalance-alo": 3,
+    "rebalance-eos": 3,
+    "overload": 1,
+}
+SHARED_BROKER = {"kill-alo", "kill-eos", "rebalance-alo", "rebalance-eos", "overload"}
+
+
+async def run_trials(
+    plan: dict[str, int], seed: int, workdir: Path, on_result: Callable[[TrialResult], None] | None = None
+) -> list[TrialResult]:
+    rng = random.Random(seed)
+    ctx = Context(workdir)
+    results: list[TrialResult] = []
+    try:
+        if SHARED_BROKER & {k for k, n in plan.items() if n}:
+            ctx.broker = KafkaBroker(workdir / "broker").start()
+        for kind, n in plan.items():
+            for i in range(n):
+                trial_rng = random.Random(rng.randrange(1 << 30))
+                print(f"--- {kind} {i + 1}/{n}", flush=True)
+                try:
+                    result = await TRIALS[kind](ctx, trial_rng)
+                except (
+                    Exception
+                ) as err:  # a trial that cannot finish is a failed trial, not a crash of the run
+                    result = TrialResult(kind, False, note=f"trial error: {type(err).__name__}: {err}")
+                print(
+                    f"    {'ok  ' if result.ok else 'FAIL'} {result.events} events, lost {result.lost}, "
+                    f"duplicated {result.duplicated}, crashes {result.crashes}, {result.seconds:.0f} s; "
+                    f"{result.note}",
+                    flush=True,
+                )
+                for line in result.problems:
+                    print(f"      {line}", flush=True)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    finally:
+        if ctx.broker is not None:
+            ctx.broker.close()
+    return results
+
+
+def table(results: list[TrialResult]) -> str:
+    """The Markdown table of RELIABILITY.md: one row per trial type, sums over its trials."""
+    rows: dict[str, list[TrialResult]] = {}
+    for r in results:
+        rows.setdefault(r.kind, []).append(r)
+    cols = ("trial", "trials", "failed", "events", "lost", "duplicated", "crashes")
+    lines = [
+        "| " + " | ".join(cols) + " |",
+        "|" + "|".join("---:" if c != "trial" else "---" for c in cols) + "|",
+    ]
+    for kind, rs in rows.items():
+        cells = [
+            kind,
+            len(rs),
+            sum(not r.ok for r in rs),
+            f"{sum(r.events for r in rs):,}",
+            sum(r.lost for r in rs),
+            sum(r.duplicated for r in rs),
+            sum(r.crashes for r in rs),
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
+    parser.add_argument(
+        "--short",
+        action="store_true",
+        help="the CI version: " + ", ".join(f"{n} {k}" for k, n in SHORT.items()),
+    )
+    parser.add_argument("--only", action="append", choices=sorted(TRIALS), help="run only this trial type")
+    parser.add_argument("--trials", type=int, default=None, help="trials per type (default: short/long plan)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
+    parser.add_argument("--json", type=Path, default=None, help="write every trial's result here")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, broker data)")
+    args = parser.parse_args(argv)
+    plan = dict(SHORT if args.short else LONG)
+    if args.only:
+        plan = {k: plan.get(k, 1) for k in args.only}
+    if args.trials is not None:
+        plan = {k: args.trials for k in plan}
+    seed = args.seed if args.seed is not None else int(time.time())
+    workdir = Path(tempfile.mkdtemp(prefix="stream-pairer-trials-"))
+    print(f"fault trials: seed {seed}, plan {plan}, work dir {workdir}", flush=True)
+    started = time.monotonic()
+    results = asyncio.run(run_trials(plan, seed, workdir))
+    elapsed = time.monotonic() - started
+    print()
+    print(table(results))
+    print(f"\n{len(results)} trials, {sum(not r.ok for r in results)} failed, {elapsed:.0f} s, seed {seed}")
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps({"seed": seed, "seconds": elapsed, "results": [asdict(r) for r in results]}, indent=2)
+        )
+    failed = any(not r.ok for r in results)
+    if args.keep or failed:
+        print(f"logs kept in {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

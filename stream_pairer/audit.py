@@ -147,6 +147,7 @@ class AuditReport:
     exactly_once: bool
     inputs: Counter[str] = field(default_factory=Counter)  # records, calls, results, unreadable, ...
     outputs: Counter[str] = field(default_factory=Counter)  # by kind
+    reasons: Counter[str] = field(default_factory=Counter)  # "orphan_call:timeout", "dead_letter:..."
     counts: Counter[str] = field(default_factory=Counter)  # by category
     by_slot: Counter[tuple[str, str]] = field(default_factory=Counter)  # (category, slot name)
     samples: list[Problem] = field(default_factory=list)
@@ -175,6 +176,7 @@ class AuditReport:
             "exactly_once": self.exactly_once,
             "inputs": dict(self.inputs),
             "outputs": dict(self.outputs),
+            "reasons": dict(self.reasons),
             "problems": {c: self.counts[c] for c in CATEGORIES},
             "problems_by_event": {f"{c}:{s}": n for (c, s), n in sorted(self.by_slot.items())},
             "samples": [
@@ -254,6 +256,8 @@ class Auditor:
         position (file:line or topic[partition]@offset) for problems about the record itself."""
         kind = rec.get("kind")
         self.report.outputs[str(kind)] += 1
+        if kind != "pair":
+            self.report.reasons[f"{kind}:{rec.get('reason')}"] += 1
         try:
             if kind == "pair":
                 self._pair(rec, where)

@@ -13,7 +13,9 @@ driven by the data while data flows, and by the wall clock only when it stops.
 
 The tick is applied only to a partition that is *caught up* (its position has reached the end of
 the log): with a backlog, the next event's own time is the better clock, and projecting while
-catching up would time out calls whose results are sitting in the backlog.
+catching up would time out calls whose results are sitting in the backlog. And silence is only
+known up to the last time the end of the log was actually observed (the last fetch response), so
+a broker outage freezes the projection instead of timing out every open call (see `tick`).
 
 Differences of wall time only are used, so a skew between the producers' clocks and ours does not
 matter. After a restart the anchor is the restored stream time at the moment of the restore: held
@@ -33,6 +35,7 @@ class StreamClock:
 
     anchor_stream_ms: float | None = None
     anchor_wall_ms: float = 0.0
+    last_seen_ms: float | None = None  # the latest `seen_end_ms` a tick was given
 
     def projected(self, wall_ms: float) -> float | None:
         """Stream time the partition would be at now if nothing more arrived, or None before any event."""
@@ -57,11 +60,29 @@ class StreamClock:
         self.anchor_stream_ms = stream_ms
         self.anchor_wall_ms = wall_ms
 
-    def tick(self, wall_ms: float, *, caught_up: bool) -> float | None:
-        """The stream time to advance the engine to on a tick, or None when no tick applies."""
+    def tick(
+        self, wall_ms: float, *, caught_up: bool, seen_end_ms: float | None = None,
+        max_blind_ms: float = float("inf"),
+    ) -> float | None:  # fmt: skip
+        """The stream time to advance the engine to on a tick, or None when no tick applies.
+
+        `seen_end_ms` is when the end of the partition was last observed (the last fetch response):
+        silence is only known up to then, so the projection stops there. A gap between two ticks'
+        observations longer than `max_blind_ms` means the broker was out of reach; that stretch does
+        not count at all (the producers of the results were probably stalled by the same outage), so
+        open calls do not all time out the moment the broker comes back.
+        """
+        known = wall_ms if seen_end_ms is None else min(wall_ms, seen_end_ms)
+        last = self.last_seen_ms
+        self.last_seen_ms = known if last is None else max(last, known)
+        if self.anchor_stream_ms is not None and last is not None and known - last > max_blind_ms:
+            start = max(last, self.anchor_wall_ms)
+            if known > start:
+                self.anchor_stream_ms = self.projected(start)
+                self.anchor_wall_ms = known
         if not caught_up:
             return None
-        return self.projected(wall_ms)
+        return self.projected(known)
 
 
 class TickSchedule:

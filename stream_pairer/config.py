@@ -45,6 +45,9 @@ def add_option(
     elif raw is not None and kwargs.get("action") == "append":
         default = [v for v in raw.split(",") if v]
     shown = "" if default is None else f" (default: {default})"
+    if kwargs.get("action") == "store_true":  # argparse's store_true takes no type
+        parser.add_argument(option, default=default, help=f"{help} [env {env}]", **kwargs)
+        return
     parser.add_argument(option, type=type, default=default, help=f"{help}{shown} [env {env}]", **kwargs)
 
 

@@ -57,7 +57,9 @@ def classify(err: BaseException, *, during: str) -> SidecarError:
 
     if isinstance(err, SidecarError):
         return err
-    detail = f"{during}: {type(err).__name__}: {err}"
+    text = str(err)
+    name = type(err).__name__
+    detail = f"{during}: {text}" if text.startswith(name) else f"{during}: {name}: {text}"
     if isinstance(err, ak.ProducerFenced | ak.InvalidProducerEpoch | ak.TransactionalIdAuthorizationFailed):
         return Fenced(detail)
     if isinstance(err, ak.CommitFailedError | ak.RebalanceInProgressError | ak.IllegalGenerationError):

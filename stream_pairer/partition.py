@@ -195,11 +195,14 @@ class PartitionState:
             self.pipeline.summary.count_output(rec)
         self._route(recs, msg.key, out)
 
-    def tick(self, wall_ms: float, *, caught_up: bool) -> list[Emitted]:
-        """Advance a quiet partition's stream time by the wall clock (fires due timers)."""
+    def tick(
+        self, wall_ms: float, *, caught_up: bool, seen_end_ms: float | None = None,
+        max_blind_ms: float = float("inf"),
+    ) -> list[Emitted]:  # fmt: skip
+        """Advance a quiet partition's stream time by the wall clock (fires due timers); see clock.py."""
         if self.restoring:
             return []
-        target = self.clock.tick(wall_ms, caught_up=caught_up)
+        target = self.clock.tick(wall_ms, caught_up=caught_up, seen_end_ms=seen_end_ms, max_blind_ms=max_blind_ms)
         if target is None or target <= self.engine.now_ms:
             return []
         out: list[Emitted] = []

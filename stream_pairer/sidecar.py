@@ -460,19 +460,26 @@ class Sidecar:
             await self._reset(tp, err)
 
     async def _tick(self, consumer: AIOKafkaConsumer, wall_ms: float) -> None:
+        """Wall-clock tick: a partition whose position reached the end of its log, as of the last
+        fetch response, is advanced to the projected stream time as of that response."""
+        max_blind_ms = 2000 * self.config.tick_interval_s + 2000
         for tp, st in list(self.states.items()):
             if st.restoring:
                 continue
             try:
                 position = await consumer.position(tp)
-            except Exception:
+                end = consumer.highwater(tp)
+                if self.config.isolation_level == "read_committed":
+                    lso = consumer.last_stable_offset(tp)
+                    if lso is not None and lso >= 0:
+                        end = lso
+                seen = consumer.last_poll_timestamp(tp)
+            except Exception:  # not fetchable right now (being reassigned): no tick for it
                 continue
-            end = consumer.highwater(tp)
-            if self.config.isolation_level == "read_committed":
-                lso = consumer.last_stable_offset(tp)
-                if lso is not None and lso >= 0:
-                    end = lso
-            await self._send(tp, st.tick(wall_ms, caught_up=end is not None and position >= end), None)
+            caught_up = end is not None and seen is not None and position >= end
+            items = st.tick(wall_ms, caught_up=caught_up, seen_end_ms=seen, max_blind_ms=max_blind_ms)
+            print("TICKDBG", tp.partition, position, end, seen, int(wall_ms), st.clock, st.engine.now_ms, len(items), flush=True)
+            await self._send(tp, items, None)
 
     async def _commit(
         self, consumer: AIOKafkaConsumer, states: dict[TopicPartition, PartitionState], *, force: bool = False
@@ -561,13 +568,10 @@ class Sidecar:
             if self.config.flush_on_shutdown:
                 for tp, st in list(self.states.items()):
                     await self._send(tp, st.flush("shutdown"), None)
+            dirty = sum(1 for st in self.states.values() if st.dirty)
             await self._commit(consumer, self.states)
-            n = sum(1 for _ in self.states)
-            log.info(
-                "stopped: committed %d partition(s)%s",
-                n,
-                " after flushing" if self.config.flush_on_shutdown else "",
-            )
+            flushed = " (held events flushed as orphans)" if self.config.flush_on_shutdown else ""
+            log.info("stopping: %d of %d partition(s) had work to commit%s", dirty, len(self.states), flushed)
 
     # ================================================================== rebalance
 

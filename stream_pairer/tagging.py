@@ -405,7 +405,7 @@ def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
     if not isinstance(args, str):
         return args, None
     raw = call.raw
-    if isinstance(raw, dict) and raw.get("type") in FREEFORM_CALL_TYPES:
+    if isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] in FREEFORM_CALL_TYPES:
         return args, None
     try:
         return orjson.loads(args), None
@@ -418,7 +418,10 @@ def _call_key(name: str | None, args: Any) -> bytes:
     try:
         canon = orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
-        canon = repr(args).encode()
+        try:
+            canon = repr(args).encode()
+        except RecursionError:  # nesting deeper than repr can walk: hash the type and size only
+            canon = f"<{type(args).__name__}:{len(str(type(args)))}>".encode()
     h = hashlib.blake2b(digest_size=16)
     h.update((name or "").encode())
     h.update(b"\x00")

@@ -1,7 +1,8 @@
 """The alert rules, tested with Prometheus's own `promtool` on synthetic series.
 
-deploy/prometheus/stream-pairer-rules.test.yml holds the cases (each alert fires when it should and
-stays silent when it should not). Passing is not enough: the mutation tests below rewrite a rule and
+deploy/prometheus/stream-pairer-rules.test.yml and stream-pairer-rules.baseline.test.yml (the
+hour-vs-day alerts, evaluated every 5 minutes) hold the cases: each alert fires when it should and
+stays silent when it should not. Passing is not enough: the mutation tests below rewrite a rule and
 check that the cases notice, so that a case which would pass whatever the rule says is caught:
 
 * each alert removed: every case expecting it to fire must fail;
@@ -30,7 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "deploy" / "prometheus"
 RULES = RULES_DIR / "stream-pairer-rules.yml"
-RULE_TESTS = RULES_DIR / "stream-pairer-rules.test.yml"
+RULE_TESTS = (RULES_DIR / "stream-pairer-rules.test.yml", RULES_DIR / "stream-pairer-rules.baseline.test.yml")
 SEVERITIES = {"page", "warning"}
 
 
@@ -46,7 +47,7 @@ def alerts() -> dict[str, dict[str, Any]]:
 def cases_for(alert: str, *, firing: bool) -> list[str]:
     """Names of test cases with at least one evaluation of `alert` expecting it firing (or silent)."""
     names = []
-    for case in load(RULE_TESTS)["tests"]:
+    for case in (c for f in RULE_TESTS for c in load(f)["tests"]):
         for check in case.get("alert_rule_test", []):
             if check["alertname"] == alert and bool(check.get("exp_alerts")) == firing:
                 names.append(case["name"])
@@ -73,11 +74,16 @@ def run_mutant(tmp: Path, rules: dict[str, Any], case_names: list[str]) -> subpr
     """promtool test rules with `rules` in place of the real file, on the named cases only."""
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / RULES.name).write_text(yaml.safe_dump(rules, sort_keys=False), encoding="utf-8")
-    tests = load(RULE_TESTS)
-    tests["tests"] = [c for c in tests["tests"] if c["name"] in case_names]
-    assert len(tests["tests"]) == len(set(case_names)), "unknown case name"
-    (tmp / RULE_TESTS.name).write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
-    return run_promtool("test", "rules", RULE_TESTS.name, cwd=tmp)
+    files, found = [], 0
+    for path in RULE_TESTS:
+        tests = load(path)
+        tests["tests"] = [c for c in tests["tests"] if c["name"] in case_names]
+        if tests["tests"]:
+            found += len(tests["tests"])
+            (tmp / path.name).write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
+            files.append(path.name)
+    assert found == len(set(case_names)), "unknown case name"
+    return run_promtool("test", "rules", *files, cwd=tmp)
 
 
 def failed_cases(proc: subprocess.CompletedProcess[str]) -> set[str]:
@@ -142,7 +148,9 @@ def test_alert_runbook_section_exists(name: str) -> None:
     text = doc.read_text(encoding="utf-8")
     headings = {_slug(h): h for h in re.findall(r"^#+\s+(.+?)\s*$", text, re.M)}
     assert anchor in headings, f"{path} has no heading for #{anchor}"
-    section = text.split(headings[anchor], 1)[1].split("\n#", 1)[0]
+    start = re.search(rf"^#+\s+{re.escape(headings[anchor])}\s*$", text, re.M)
+    assert start
+    section = text[start.end() :].split("\n#", 1)[0]
     assert len(section.split()) >= 20, f"{path}#{anchor}: say what to do when it fires"
 
 
@@ -152,8 +160,11 @@ def test_alert_has_firing_and_silent_cases(name: str) -> None:
     assert cases_for(name, firing=False), f"{name}: no case where it stays silent"
 
 
-def test_test_file_loads_the_rule_file() -> None:
-    assert load(RULE_TESTS)["rule_files"] == [RULES.name]
+def test_test_files_load_the_rule_file_and_case_names_are_unique() -> None:
+    for path in RULE_TESTS:
+        assert load(path)["rule_files"] == [RULES.name]
+    names = [c["name"] for f in RULE_TESTS for c in load(f)["tests"]]
+    assert len(names) == len(set(names))
 
 
 def test_spike_alert_compares_hour_with_day() -> None:
@@ -172,9 +183,9 @@ def test_promtool_check_rules() -> None:
 
 @pytest.mark.tools
 def test_promtool_unit_tests_pass() -> None:
-    proc = run_promtool("test", "rules", RULE_TESTS.name, cwd=RULES_DIR)
+    proc = run_promtool("test", "rules", *(p.name for p in RULE_TESTS), cwd=RULES_DIR)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS" in proc.stdout
+    assert proc.stdout.count("SUCCESS") == len(RULE_TESTS)
 
 
 @pytest.mark.tools

@@ -73,3 +73,22 @@ def test_tick_schedule_fires_once_per_interval_and_skips_missed_ticks() -> None:
     assert s.due(111.0)
     with pytest.raises(ValueError):
         TickSchedule(0.0, now_s=0.0)
+
+
+def test_silence_counts_only_up_to_the_last_fetch_response() -> None:
+    c = StreamClock()
+    c.observe(1_000.0, wall_ms=0.0)
+    assert c.tick(5_000.0, caught_up=True, seen_end_ms=3_000.0) == 4_000.0  # log end seen at 3 s only
+
+
+def test_a_broker_outage_does_not_count_as_silence() -> None:
+    c = StreamClock()
+    c.observe(1_000.0, wall_ms=0.0)
+    assert c.tick(1_000.0, caught_up=True, seen_end_ms=1_000.0, max_blind_ms=3_000.0) == 2_000.0
+    # Broker unreachable from wall 1 s to 61 s: no fetch responses, the projection stays put ...
+    assert c.tick(30_000.0, caught_up=True, seen_end_ms=1_000.0, max_blind_ms=3_000.0) == 2_000.0
+    # ... and when responses come back, the blind minute is skipped, not charged to the open calls.
+    assert c.tick(61_000.0, caught_up=True, seen_end_ms=61_000.0, max_blind_ms=3_000.0) == 2_000.0
+    assert c.tick(62_000.0, caught_up=True, seen_end_ms=62_000.0, max_blind_ms=3_000.0) == 3_000.0
+    # A normal gap between ticks (under max_blind_ms) counts in full.
+    assert c.tick(64_500.0, caught_up=True, seen_end_ms=64_500.0, max_blind_ms=3_000.0) == 5_500.0

@@ -261,7 +261,9 @@ def test_state_limit_variables_are_real_options() -> None:
             assert env_name(option) in pairer_env(dep)
 
 
-def _run_command_env_names() -> set[str]:
+def _run_parser(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> tuple[Any, set[str]]:
+    """`stream-pairer run`'s parser built with `env` in the environment (options read their
+    STREAM_PAIRER_* variable when they are added), and the variable names it knows."""
     import argparse  # noqa: PLC0415
     import importlib  # noqa: PLC0415
 
@@ -269,16 +271,32 @@ def _run_command_env_names() -> set[str]:
         mod = importlib.import_module("stream_pairer.commands.run")
     except ModuleNotFoundError:
         pytest.skip("stream_pairer.commands.run does not exist yet")
+    for name in [k for k in os.environ if k.startswith("STREAM_PAIRER_")]:
+        monkeypatch.delenv(name)
+    for name, val in env.items():
+        monkeypatch.setenv(name, val)
     parser = argparse.ArgumentParser()
     mod.add_arguments(parser)
-    return {env_name(opt) for a in parser._actions for opt in a.option_strings if opt.startswith("--")}
+    names = {env_name(opt) for a in parser._actions for opt in a.option_strings if opt.startswith("--")}
+    return parser, names
 
 
 @pytest.mark.parametrize("where, dep", workloads(), ids=lambda v: v if isinstance(v, str) else "")
-def test_every_variable_is_an_option_of_run(where: str, dep: dict[str, Any]) -> None:
-    known = _run_command_env_names()
-    unknown = set(pairer_env(dep)) - known
+def test_manifest_configures_the_run_command(
+    where: str, dep: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every STREAM_PAIRER_* variable is an option of `stream-pairer run`, and it takes effect."""
+    env = pairer_env(dep)
+    parser, known = _run_parser(monkeypatch, env)
+    unknown = set(env) - known
     assert not unknown, f"{where}: `stream-pairer run` has no option for {sorted(unknown)}"
+    args = parser.parse_args([])
+    for name, val in env.items():
+        dest = name.removeprefix("STREAM_PAIRER_").lower()
+        got = getattr(args, dest, None)
+        if got is None or isinstance(got, list):
+            continue  # read by the command itself at run time (e.g. the repeatable --input-topic)
+        assert str(got) == val, f"{name}={val} did not reach --{dest.replace('_', '-')}"
 
 
 # ------------------------------------------------------------------------------ Dockerfile

@@ -555,3 +555,54 @@ def test_raw_is_the_original_block_object() -> None:
     rec = anthropic_call()
     (ev,) = parse(rec)
     assert ev.raw == rec["message"]["content"][1]
+
+
+def test_claude_code_stream_json_lines() -> None:
+    """`claude -p --output-format stream-json` writes `session_id` (snake case) per line."""
+    sid = "9d1f0c2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f"
+    init = {
+        "type": "system",
+        "subtype": "init",
+        "session_id": sid,
+        "tools": ["Bash"],
+        "model": "claude-sonnet-4",
+    }
+    assert parse(init) == []
+    call = {
+        "type": "assistant",
+        "session_id": sid,
+        "parent_tool_use_id": None,
+        "message": {
+            "id": "msg_01",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_01S", "name": "Bash", "input": {"command": "ls"}}],
+        },
+    }
+    result = {
+        "type": "user",
+        "session_id": sid,
+        "message": {
+            "role": "user",
+            "content": [{"tool_use_id": "toolu_01S", "type": "tool_result", "content": "a.txt"}],
+        },
+    }
+    ((c,), (r,)) = parse(call), parse(result)
+    assert (c.format, c.conversation_id, c.id, r.id, r.is_error) == (
+        "claude_code",
+        sid,
+        "toolu_01S",
+        "toolu_01S",
+        False,
+    )
+    assert parse({"type": "result", "subtype": "success", "session_id": sid, "result": "done"}) == []
+
+
+def test_canonical_event_inside_a_wrapper() -> None:
+    rec = {
+        "conversation_id": "c",
+        "ts": 1700000000,
+        "message": {"type": "tool_call", "call_id": "k", "name": "n"},
+    }
+    (ev,) = parse(rec)
+    assert (ev.format, ev.id, ev.ts_ms, ev.raw) == ("canonical", "k", 1700000000000, rec["message"])

@@ -12,6 +12,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jsonschema_rs
 import orjson
 import pytest
 
@@ -344,7 +345,6 @@ def test_size_is_the_record_split_over_its_events() -> None:
 
 
 def test_canonical_samples_match_the_json_schema() -> None:
-    jsonschema_rs = pytest.importorskip("jsonschema_rs")
     schema_path = Path(__file__).parent.parent / "stream_pairer" / "schemas" / "canonical_event.schema.json"
     validator = jsonschema_rs.Draft202012Validator(json.loads(schema_path.read_text()))
     for raw in sample_lines("canonical.jsonl"):

@@ -5,6 +5,7 @@ engine run conserves events)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -356,3 +357,24 @@ def test_metric_names_lists_suffixed_series_only() -> None:
     assert "stream_pairer_pairs_total" in names and "stream_pairer_pairs" not in names
     assert {"stream_pairer_tool_latency_seconds_bucket", "stream_pairer_tool_latency_seconds_count"} <= names
     assert "stream_pairer_open_calls" in names
+
+
+def _documented_rows() -> set[str]:
+    """Metric names in the first column of the operator docs' metrics table (README or docs/)."""
+    root = SCHEMAS.parent.parent
+    text = "".join(
+        p.read_text(encoding="utf-8")
+        for p in (root / "README.md", root / "docs" / "OPERATIONS.md")
+        if p.exists()
+    )
+    return set(re.findall(r"^\| `(stream_pairer_[a-z_]+)` \|", text, re.M))
+
+
+def test_every_metric_is_documented_and_every_documented_metric_exists() -> None:
+    families = {
+        fam.name + ("_total" if fam.type == "counter" else ""): fam.type
+        for fam in Metrics().registry.collect()
+    }
+    documented = _documented_rows()
+    assert set(families) - documented == set(), "undocumented metrics"
+    assert documented - set(families) == set(), "documented metrics the code does not export"

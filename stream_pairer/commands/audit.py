@@ -18,7 +18,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -56,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser,
         "--input-isolation",
-        default="read_uncommitted",
-        choices=("read_uncommitted", "read_committed"),
+        default="read_committed",
+        choices=("read_committed", "read_uncommitted"),
         help="isolation level used to read the input topic (the sidecar's own)",
     )
     # Not add_option: config.add_option passes `type=` to argparse, which store_true rejects.
@@ -187,7 +186,7 @@ async def audit_topics(
     input_topics: list[str],
     output_topics: list[str],
     *,
-    input_isolation: str = "read_uncommitted",
+    input_isolation: str = "read_committed",
     timeout_s: float = 300.0,
 ) -> AuditReport:
     """Read the input topics, then the output topics (read_committed: only what a transaction
@@ -238,6 +237,7 @@ async def read_topics(
     from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415 - files mode needs no Kafka
     from aiokafka.errors import KafkaError  # noqa: PLC0415
 
+    partitions = await _partitions(bootstrap, topics, required, deadline)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -249,15 +249,7 @@ async def read_topics(
     )
     try:
         await asyncio.wait_for(consumer.start(), max(1.0, deadline - time.monotonic()))
-        existing = await consumer.topics()
-        tps: list[Any] = []
-        for topic in topics:
-            if topic not in existing:
-                if required:
-                    raise AuditReadError(f"topic {topic!r} does not exist on {bootstrap}")
-                continue
-            parts = consumer.partitions_for_topic(topic) or set()
-            tps += [TopicPartition(topic, p) for p in sorted(parts)]
+        tps = [TopicPartition(t, p) for t, p in partitions]
         if not tps:
             return
         consumer.assign(tps)
@@ -290,3 +282,35 @@ async def read_topics(
         raise AuditReadError(f"cannot reach Kafka at {bootstrap}") from err
     finally:
         await consumer.stop()
+
+
+async def _partitions(
+    bootstrap: str, topics: list[str], required: bool, deadline: float
+) -> list[tuple[str, int]]:
+    """(topic, partition) of every existing topic in `topics`, from the admin client: a consumer
+    only knows the partitions of topics it subscribed to, and a metadata request naming a missing
+    topic may auto-create it, which an audit must never do (all topics are listed first)."""
+    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+    from aiokafka.errors import KafkaError  # noqa: PLC0415
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    try:
+        await asyncio.wait_for(admin.start(), max(1.0, deadline - time.monotonic()))
+        existing = set(await admin.list_topics())
+        missing = [t for t in topics if t not in existing]
+        if missing and required:
+            raise AuditReadError(f"topic {missing[0]!r} does not exist on {bootstrap}")
+        present = [t for t in topics if t in existing]
+        described = await admin.describe_topics(present) if present else []
+    except KafkaError as err:
+        raise AuditReadError(f"cannot list the topics of {bootstrap}: {err}") from err
+    except TimeoutError as err:
+        raise AuditReadError(f"cannot reach Kafka at {bootstrap}") from err
+    finally:
+        await admin.close()
+    out: list[tuple[str, int]] = []
+    for meta in described:
+        if meta["error_code"] != 0:
+            raise AuditReadError(f"topic {meta['topic']!r}: metadata error code {meta['error_code']}")
+        out += sorted((meta["topic"], p["partition"]) for p in meta["partitions"])
+    return out

@@ -31,7 +31,6 @@ __all__ = [
     "Part",
     "as_flag",
     "as_id",
-    "as_list",
     "as_name",
     "conversation_id",
     "decode_arguments",
@@ -69,14 +68,16 @@ DEFAULT_CONFIG: Final = FormatConfig()
 
 # Split dotted paths, cached per config object (identity): configs are built once per run, and
 # hashing the fields tuple on every record would cost more than the lookup itself.
-_PATHS: dict[int, tuple[FormatConfig, tuple[tuple[str, ...], ...]]] = {}
+# Each path is (first key, remaining keys): most paths are a single key, read with one `get`.
+_PATHS: dict[int, tuple[FormatConfig, tuple[tuple[str, tuple[str, ...]], ...]]] = {}
 
 
-def _paths(config: FormatConfig) -> tuple[tuple[str, ...], ...]:
+def _paths(config: FormatConfig) -> tuple[tuple[str, tuple[str, ...]], ...]:
     hit = _PATHS.get(id(config))
     if hit is not None and hit[0] is config:
         return hit[1]
-    paths = tuple(tuple(f.split(".")) for f in config.conversation_fields)
+    split = [f.split(".") for f in config.conversation_fields]
+    paths = tuple((parts[0], tuple(parts[1:])) for parts in split)
     if len(_PATHS) > 64:  # configs are few; never let a caller that builds one per record leak
         _PATHS.clear()
     _PATHS[id(config)] = (config, paths)
@@ -161,12 +162,6 @@ def as_flag(value: object, prefix: str, index: int | None, field: str) -> bool |
     raise wrong_type(value, prefix, index, field, "a boolean")
 
 
-def as_list(value: object, prefix: str, index: int | None, field: str) -> list[Any] | None:
-    if value is None or type(value) is list:
-        return value
-    raise wrong_type(value, prefix, index, field, "an array")
-
-
 # Deepest nesting accepted in a kept block (the `raw` of an event, which holds its payload).
 # orjson reads up to 1024 levels but writes at most 254, and every output record wraps the block
 # a few levels deeper (pair -> call side -> raw): a deeper block would be accepted here and then
@@ -220,9 +215,9 @@ def decode_arguments(value: Any) -> Any:
 
 def conversation_id(record: dict[str, Any], config: FormatConfig, key: str | None) -> str:
     """The first configured dotted path present in the record, else the Kafka message key."""
-    for path in _paths(config):
-        value: Any = record
-        for part in path:
+    for first, rest in _paths(config):
+        value: Any = record.get(first)
+        for part in rest:
             if type(value) is not dict:
                 value = None
                 break
@@ -238,7 +233,7 @@ def conversation_id(record: dict[str, Any], config: FormatConfig, key: str | Non
             return str(value)
         raise FormatError(
             "wrong_type",
-            f"conversation id field '{'.'.join(path)}' is {json_type(value)}, "
+            f"conversation id field '{'.'.join((first, *rest))}' is {json_type(value)}, "
             "expected a string or an integer",
         )
     if key is not None:
@@ -264,8 +259,18 @@ def record_ts(obj: dict[str, Any], prefix: str) -> float | None:
     """The record's own event time as epoch milliseconds, from the first timestamp field present."""
     for field in TS_FIELDS:
         value = obj.get(field)
-        if value is not None:
-            return parse_ts(value, prefix, field)
+        if value is None:
+            continue
+        if type(value) is str:  # inlined fast path: RFC 3339 with an offset, the usual log time
+            try:
+                dt = datetime.fromisoformat(value)
+            except ValueError:
+                return parse_ts(value, prefix, field)
+            if dt.tzinfo is not None:
+                ms = dt.timestamp() * 1000.0
+                if 0.0 <= ms < _MAX_MS:
+                    return ms
+        return parse_ts(value, prefix, field)
     return None
 
 

@@ -154,21 +154,3 @@ async def test_all_core_cases_across_partitions(kafka_broker: KafkaBroker, topic
     assert health[0] == 200 and ready[0] == 200 and missing[0] == 404
     assert TopicPartition(topic, 0) not in sidecar.states  # stop() left the group and dropped state
 
-
-async def test_not_ready_without_partitions_and_endpoint_up_before_kafka(kafka_broker: KafkaBroker) -> None:
-    """/healthz answers as soon as the loop runs, /readyz only once partitions are assigned: a sidecar
-    pointed at a topic that does not exist stays alive, unready, and retries (logging each attempt)."""
-    cfg = config(kafka_broker.bootstrap, "no-such-topic-for-sure", "g-none")
-    from stream_pairer.sidecar import Sidecar  # noqa: PLC0415
-
-    sidecar = Sidecar(cfg)
-    await sidecar.start()
-    try:
-        await asyncio.sleep(1.5)
-        port = sidecar.http_port
-        assert port is not None
-        assert (await asyncio.to_thread(http_get, port, "/healthz"))[0] == 200
-        assert (await asyncio.to_thread(http_get, port, "/readyz"))[0] == 503
-        assert sidecar.sessions >= 2  # it keeps retrying, it does not exit
-    finally:
-        assert await sidecar.stop()

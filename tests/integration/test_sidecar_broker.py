@@ -1,0 +1,118 @@
+"""The broker going away: absent when the sidecar starts, and stopped then restarted while it runs.
+
+Each test uses its own private broker (broker_factory), never the session one, because it stops it.
+What this proves: the sidecar never exits on its own while Kafka is unreachable; it logs every
+reconnect attempt with the error, answers /healthz but not /readyz meanwhile, and once the broker
+is back it carries on: calls held across the outage still pair with results produced after it, and
+no input event is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from stream_pairer.engine import EngineConfig
+from stream_pairer.sidecar import Sidecar
+
+from .conftest import BrokerFactory, TopicFactory
+from .sidecar_support import OutputReader, config, event, http_get, identities, produce, started, summary, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from kafka_broker import free_ports  # noqa: E402
+
+
+async def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        try:
+            await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        except TopicAlreadyExistsError:
+            pass
+    finally:
+        await admin.close()
+
+
+async def test_broker_absent_at_start_then_appears(
+    broker_factory: BrokerFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="stream_pairer")
+    (port,) = free_ports(1)
+    topic = "late-broker-in"
+    sidecar = Sidecar(config(f"127.0.0.1:{port}", topic, "g-late"))
+    await sidecar.start()
+    try:
+        await wait_for(lambda: sidecar.sessions >= 3, 30, "three connection attempts")
+        http = sidecar.http_port
+        assert http is not None
+        assert (await asyncio.to_thread(http_get, http, "/healthz"))[0] == 200
+        assert (await asyncio.to_thread(http_get, http, "/readyz"))[0] == 503
+        attempts = [r.getMessage() for r in caplog.records if "ended (attempt" in r.getMessage()]
+        assert len(attempts) >= 2
+        assert all("BrokerUnavailable" in a and "reconnecting in" in a for a in attempts)
+
+        broker = await asyncio.to_thread(broker_factory, port=port)
+        await _create(broker.bootstrap, topic, 2)
+        await produce(broker.bootstrap, topic, [(b"c", event("c", "tool_call", "x")), (b"c", event("c", "tool_result", "x"))])
+        async with OutputReader(broker.bootstrap, topic) as reader:
+            await reader.until(lambda recs: summary(recs)["pair"] == 1, timeout_s=60)
+        await wait_for(lambda: sidecar.ready, 30, "ready once the broker is there")
+    finally:
+        assert await sidecar.stop()
+
+
+async def test_broker_stopped_and_restarted_while_running(
+    broker_factory: BrokerFactory, topic_factory: TopicFactory
+) -> None:
+    broker = await asyncio.to_thread(broker_factory)
+    bootstrap = broker.bootstrap
+    topic = await topic_factory(2, bootstrap=bootstrap)
+    cfg = config(
+        bootstrap, topic, f"g-{topic}", ready_timeout_s=2.0,
+        engine=EngineConfig(call_timeout_ms=5_000, result_grace_ms=1_000),
+    )  # fmt: skip
+    sidecar = await started(cfg)
+    try:
+        convs = [f"conv{i}" for i in range(6)]
+        before = [(c.encode(), event(c, "tool_call", f"{c}-open")) for c in convs]
+        before += [(c.encode(), v) for c in convs for v in (event(c, "tool_call", "p"), event(c, "tool_result", "p"))]
+        placed = await produce(bootstrap, topic, before)
+        async with OutputReader(bootstrap, topic) as reader:
+            await reader.until(lambda recs: summary(recs)["pair"] == len(convs), timeout_s=30)
+        await wait_for(lambda: sum(st.engine.open_calls for st in sidecar.states.values()) == 6, 10, "calls held")
+
+        await asyncio.to_thread(broker.stop)
+        await wait_for(lambda: not sidecar.ready, 20, "unready while the broker is down")
+        await asyncio.sleep(6)  # longer than the call timeout: an outage must not time the calls out
+        http = sidecar.http_port
+        assert http is not None
+        assert (await asyncio.to_thread(http_get, http, "/healthz"))[0] == 200
+        assert (await asyncio.to_thread(http_get, http, "/readyz"))[0] == 503
+        await asyncio.to_thread(broker.start)
+
+        after = [(c.encode(), event(c, "tool_result", f"{c}-open")) for c in convs]
+        placed += await produce(bootstrap, topic, after)
+        async with OutputReader(bootstrap, topic) as reader:
+            await reader.until(lambda recs: summary(recs)["pair"] >= 2 * len(convs), timeout_s=60)
+            await reader.settle(1.5)
+            records = reader.records
+        await wait_for(lambda: sidecar.ready, 30, "ready again")
+    finally:
+        assert await sidecar.stop()
+
+    # The calls held across the outage paired with results written after it: no timeouts.
+    s = summary(records)
+    assert s["orphan_call:timeout"] == 0, s
+    pairs = {(r["conversation_id"], r["call"]["id"]) for r in records if r["kind"] == "pair"}
+    assert pairs == {(c, "p") for c in convs} | {(c, f"{c}-open") for c in convs}
+    # Nothing lost (at-least-once allows repeats; count them so a regression shows).
+    seen = identities(records)
+    assert {(topic, p, o, 0) for p, o in placed} <= set(seen)
+    assert set(seen) <= {(topic, p, o, 0) for p, o in placed}
