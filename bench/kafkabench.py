@@ -14,6 +14,7 @@ How a run is measured (the same for every runner, so their ratios are fair):
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import shutil
@@ -155,8 +156,8 @@ class _Offsets:
             c = AIOKafkaConsumer(bootstrap_servers=bootstrap)
             await c.start()
             self.consumers[bootstrap] = c
-        await c.topics()  # refresh metadata: the topics may be new
-        tps = [TopicPartition(t, p) for t in topics for p in (c.partitions_for_topic(t) or ())]
+        md = await c._client.fetch_all_metadata()  # fresh metadata: the topics may be new
+        tps = [TopicPartition(t, p) for t in topics for p in (md.partitions_for_topic(t) or ())]
         ends = await c.end_offsets(tps) if tps else {}
         out = dict.fromkeys(topics, 0)
         for tp, o in ends.items():
@@ -164,7 +165,14 @@ class _Offsets:
         return out
 
 
+    def close(self) -> None:
+        for c in self.consumers.values():
+            self.loop.run_until_complete(c.stop())
+        self.consumers.clear()
+
+
 _OFFSETS = _Offsets()
+atexit.register(_OFFSETS.close)
 
 
 def end_offsets(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
