@@ -72,7 +72,10 @@ def machine() -> dict[str, Any]:
 def git_rev() -> str:
     try:
         out = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         return out.stdout.strip()
     except OSError:

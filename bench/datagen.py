@@ -39,11 +39,11 @@ TOOLS = (
     "get_weather",
     "query_database",
 )
-WORDS = (
-    "the function returns a list of matching rows for the given query and the caller filters them "
-    "by timestamp before rendering the table; error handling retries twice with backoff then gives "
-    "up and logs the failure including the request id so that an operator can trace it later on "
-    "한국어 로그 메시지도 섞여 있습니다 \"quoted\" path/to/src/module.py:42 {json: like} tab\tand\\slash"
+WORDS = (  # noqa: SIM905 - a sentence reads better than a list of words
+    "the function returns a list of matching rows for the given query and the caller filters them by "
+    "timestamp before rendering the table; error handling retries twice with backoff then gives up and "
+    "logs the failure including the request id so that an operator can trace it later on "
+    '한국어 로그 메시지도 섞여 있습니다 "quoted" path/to/src/module.py:42 {json: like} tab\tand\\slash'
 ).split(" ")
 
 
@@ -176,7 +176,12 @@ class Generator:
         if fmt == "anthropic":
             content: list[object] = [{"type": "text", "text": "Let me check that."}]
             content += [
-                {"type": "tool_use", "id": cid, "name": name, "input": {"query": self._blob(per), "limit": 20}}
+                {
+                    "type": "tool_use",
+                    "id": cid,
+                    "name": name,
+                    "input": {"query": self._blob(per), "limit": 20},
+                }
                 for cid, name in calls
             ]
             msg = {

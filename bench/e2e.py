@@ -5,9 +5,11 @@ Runners, each reading the same records from a fresh multi-partition input topic:
   kcat            kcat -C | kcat -P passthrough (librdkafka in C): the machine's ceiling
   aiokafka        consume -> produce -> commit passthrough in Python: the Python ceiling
   aiokafka-eos    the same with a transaction per batch
+  aiokafka-1mib   the at-least-once passthrough with 1 MiB producer batches instead of aiokafka's 16 KiB
   sidecar         stream-pairer run (at-least-once)
   sidecar-eos     stream-pairer run --exactly-once
   quix            the pairing job written in Quix Streams (bench/peers/quix_pairer.py)
+  quix-eos        the same with processing_guarantee="exactly-once"
 
     python bench/e2e.py                                      # all runners, 1M records, 4 partitions
     python bench/e2e.py --records 200000 --runners kcat aiokafka sidecar
@@ -29,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-import kafkabench as kb  # noqa: E402
+import common
+import kafkabench as kb
 
 PY = sys.executable
 
@@ -50,61 +52,108 @@ def sidecar_args(args: argparse.Namespace) -> list[str]:
     """Engine limits for the benchmark: room for every conversation of the data (so the run measures
     pairing, not eviction); the default 10-minute call timeout (event time) lets the 1 % unanswered
     calls expire during the run, as they would in production."""
-    return ["--max-conversations", str(max(100_000, 2 * args.conversations)),
-            "--max-held-bytes", str(2 * 2**30)]
+    return [
+        "--max-conversations",
+        str(max(100_000, 2 * args.conversations)),
+        "--max-held-bytes",
+        str(2 * 2**30),
+    ]
 
 
-def plan_kcat(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:
+def plan_kcat(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:  # noqa: PLR0917
     out = f"{t}.kcat"
-    consume = (f"{kb.KCAT} -C -q -e -b {b} -t {t} -o beginning -f '%k\\t%s\\n' "
-               "-X isolation.level=read_committed")
+    consume = (
+        f"{kb.KCAT} -C -q -e -b {b} -t {t} -o beginning -f '%k\\t%s\\n' -X isolation.level=read_committed"
+    )
     produce = f"{kb.KCAT} -P -q -b {b} -t {out} -K '\\t' -z none -X linger.ms=5 -X acks=all"
     return Plan([f"{consume} | {produce}"], out, n, [out])
 
 
-def plan_aiokafka(eos: bool) -> Callable[..., Plan]:
-    def plan(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:
+def plan_aiokafka(eos: bool, batch_bytes: int = 16384) -> Callable[..., Plan]:
+    def plan(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:  # noqa: PLR0917
         out = f"{t}.passthrough"
-        cmd = [PY, "bench/passthrough_aiokafka.py", "--bootstrap-servers", b, "--input-topic", t,
-               "--output-topic", out]
+        cmd = [
+            PY,
+            "bench/passthrough_aiokafka.py",
+            "--bootstrap-servers",
+            b,
+            "--input-topic",
+            t,
+            "--output-topic",
+            out,
+            "--batch-bytes",
+            str(batch_bytes),
+        ]
         return Plan([cmd + (["--exactly-once"] if eos else [])], out, n, [out])
 
     return plan
 
 
 def plan_sidecar(eos: bool) -> Callable[..., Plan]:
-    def plan(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:
+    def plan(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:  # noqa: PLR0917
         cmd = ["stream-pairer", "run", "--bootstrap-servers", b, "--input-topic", t, *sidecar_args(a)]
         if eos:
             cmd.append("--exactly-once")
         cmds: list[list[str] | str] = []
+        group = f"bench-{uuid.uuid4().hex[:6]}"
+        if a.profile:
+            prof = kb.DATA_DIR / f"pyspy-{t}.raw"
+            cmd = ["py-spy", "record", "--nonblocking", "-r", "100", "-f", "raw", "-o", str(prof), "--", *cmd]
+            print(f"  profiling the sidecar with py-spy -> {prof}", flush=True)
         for i in range(a.processes or 1):
             port = str(a.metrics_port + i)
-            cmds.append([*cmd, "--metrics-port", port])
+            cmds.append(
+                [
+                    *cmd,
+                    "--group-id",
+                    group,
+                    "--http-port",
+                    port,
+                    "--instance-id",
+                    f"bench{i}",
+                    "--log-level",
+                    "WARNING",
+                ]
+            )
         outs = [f"{t}.pairs", f"{t}.orphans", f"{t}.dead-letter"]
         return Plan(cmds, f"{t}.pairs", pairs, outs)
 
     return plan
 
 
-def plan_quix(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:
-    cmd = [PY, "bench/peers/quix_pairer.py", "--bootstrap-servers", b, "--input-topic", t,
-           "--state-dir", str(kb.DATA_DIR / f"quix-state-{uuid.uuid4().hex[:6]}")]
-    outs = [f"{t}.quix-pairs", f"{t}.quix-orphans"]
-    return Plan([cmd], f"{t}.quix-pairs", pairs, outs)
+def plan_quix(eos: bool) -> Callable[..., Plan]:
+    def plan(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:  # noqa: PLR0917
+        cmd = [
+            PY,
+            "bench/peers/quix_pairer.py",
+            "--bootstrap-servers",
+            b,
+            "--input-topic",
+            t,
+            "--state-dir",
+            str(kb.DATA_DIR / f"quix-state-{uuid.uuid4().hex[:6]}"),
+        ]
+        outs = [f"{t}.quix-pairs", f"{t}.quix-orphans"]
+        return Plan([cmd + (["--exactly-once"] if eos else [])], f"{t}.quix-pairs", pairs, outs)
+
+    return plan
 
 
 RUNNERS: dict[str, Callable[..., Plan]] = {
     "kcat": plan_kcat,
     "aiokafka": plan_aiokafka(False),
     "aiokafka-eos": plan_aiokafka(True),
+    "aiokafka-1mib": plan_aiokafka(False, 1 << 20),
     "sidecar": plan_sidecar(False),
     "sidecar-eos": plan_sidecar(True),
-    "quix": plan_quix,
+    "quix": plan_quix(False),
+    "quix-eos": plan_quix(True),
 }
 
 
-def run_one(broker: kb.Broker, name: str, data: kb.DataFile, partitions: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_one(
+    broker: kb.Broker, name: str, data: kb.DataFile, partitions: int, args: argparse.Namespace
+) -> dict[str, Any]:
     b = broker.bootstrap
     topic = f"bench-{name}-p{partitions}-{uuid.uuid4().hex[:6]}"
     kb.create_topics(b, [topic], partitions)
@@ -134,13 +183,14 @@ def run_one(broker: kb.Broker, name: str, data: kb.DataFile, partitions: int, ar
         "kafka": broker.version,
         "log": str(log),
     }
-    if name.startswith("sidecar") or name == "quix":
+    if name.startswith(("sidecar", "quix")):
         for extra in plan.outputs[1:]:
             row[f"n_{extra.rsplit('.', 1)[1]}"] = len(kb.read_back(b, extra))
     common.record("e2e", row)
     status = "" if row["complete"] else f"  INCOMPLETE: {m.get('outputs')} of {plan.expected} (see {log})"
     print(
-        f"{name:13s} P={partitions} procs={len(plan.cmds)}: steady {common.fmt_rate(m.get('steady_records_per_s', 0))} "
+        f"{name:13s} P={partitions} procs={len(plan.cmds)}: "
+        f"steady {common.fmt_rate(m.get('steady_records_per_s', 0))} "
         f"records/s, wall {common.fmt_rate(m.get('wall_records_per_s', 0))} records/s "
         f"(outputs {m.get('outputs')}, span {m.get('span_s')}s, first output after "
         f"{m.get('first_output_after_s')}s); load {load_before} -> {load_after}{status}",
@@ -163,6 +213,7 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one run's outputs")
     p.add_argument("--metrics-port", type=int, default=19400)
     p.add_argument("--keep-topics", action="store_true")
+    p.add_argument("--profile", action="store_true", help="run the sidecar under py-spy (raw stacks)")
     args = p.parse_args()
     args.processes = 1
     print(f"machine: {common.machine()}; load {common.loadavg()}", flush=True)

@@ -27,12 +27,11 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402 - sibling helper, found through the path set just above
-import datagen  # noqa: E402
+import common
+import datagen
 
-from stream_pairer.engine import Engine, EngineConfig  # noqa: E402
-from stream_pairer.pipeline import Pipeline  # noqa: E402
-
+from stream_pairer.engine import Engine, EngineConfig
+from stream_pairer.pipeline import Pipeline
 
 GC_MODE = "default"
 
@@ -150,8 +149,16 @@ def stages(ds: datagen.Dataset, k: int, args: argparse.Namespace) -> None:
     prev = 0.0
     for name, us in rows:
         print(f"  {us:7.2f} us  ({us - prev:+6.2f})  {name}")
-        common.record("engine_stages", {"conversations": k, "stage": name, "us_cumulative": round(us, 2),
-                                        "us_added": round(us - prev, 2), "records": n})
+        common.record(
+            "engine_stages",
+            {
+                "conversations": k,
+                "stage": name,
+                "us_cumulative": round(us, 2),
+                "us_added": round(us - prev, 2),
+                "records": n,
+            },
+        )
         prev = us
     print(f"  orjson.dumps alone of the {len(outs):,} output records: {dump_only:.2f} us per input record")
 
@@ -223,7 +230,8 @@ def bench_one(k: int, n: int, args: argparse.Namespace) -> dict[str, Any]:
         print(
             f"  rep {rep + 1}: {common.fmt_rate(rate)} records/s wall, {common.fmt_rate(recs / cpu)} "
             f"records/CPU-s ({common.fmt_rate(events / secs)} tool events/s wall, "
-            f"{row['us_per_record']} us/record wall, {1e6 * cpu / recs:.2f} us CPU){' [profiled]' if row['profiled'] else ''}; "
+            f"{row['us_per_record']} us/record wall, {1e6 * cpu / recs:.2f} us CPU)"
+            f"{' [profiled]' if row['profiled'] else ''}; "
             f"open conversations {engine.open_conversations:,}, open calls {engine.open_calls:,}, "
             f"held {engine.held_bytes / 2**20:,.0f} MiB, RSS {row['rss_before_warmup_mib']:,} -> "
             f"{row['rss_after_warmup_mib']:,} -> {row['rss_end_mib']:,} MiB; load {load_before} -> "
@@ -233,7 +241,8 @@ def bench_one(k: int, n: int, args: argparse.Namespace) -> dict[str, Any]:
         del pipeline, engine
     if rates:
         print(
-            f"[K={k:,}] records/s over {len(rates)} runs: median {common.fmt_rate(statistics.median(rates))}, "
+            f"[K={k:,}] records/s over {len(rates)} runs: "
+            f"median {common.fmt_rate(statistics.median(rates))}, "
             f"min {common.fmt_rate(min(rates))}, max {common.fmt_rate(max(rates))} (wall); per CPU-second: "
             f"median {common.fmt_rate(statistics.median(cpu_rates))}, min {common.fmt_rate(min(cpu_rates))}, "
             f"max {common.fmt_rate(max(cpu_rates))}; load {common.loadavg()}",
@@ -251,9 +260,15 @@ def main() -> int:
     p.add_argument("--dt-ms", type=float, default=1.0, help="event-time step between records")
     p.add_argument("--no-tagger", action="store_true", help="pair without failure tagging")
     p.add_argument("--profile", action="store_true", help="profile the first run with pyinstrument")
-    p.add_argument("--gc", choices=("default", "freeze", "off"), default="default",
-                   help="cyclic GC during the timed loop: as shipped, gc.freeze() after warm-up, or disabled")
-    p.add_argument("--stages", action="store_true", help="cost of each stage (loads, parse, pair, tag, dumps)")
+    p.add_argument(
+        "--gc",
+        choices=("default", "freeze", "off"),
+        default="default",
+        help="cyclic GC during the timed loop: as shipped, gc.freeze() after warm-up, or disabled",
+    )
+    p.add_argument(
+        "--stages", action="store_true", help="cost of each stage (loads, parse, pair, tag, dumps)"
+    )
     args = p.parse_args()
     global GC_MODE  # noqa: PLW0603 - a run-wide switch set once from the command line
     GC_MODE = args.gc

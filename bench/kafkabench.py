@@ -28,14 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import common
+import datagen
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-import common
-import datagen
-
 sys.path.insert(0, str(common.ROOT / "scripts"))
-import kafka_broker  # noqa: E402 - a script, found through the path set just above
+import kafka_broker
 
 DATA_DIR = Path(os.environ.get("BENCH_DATA_DIR", "/tmp/stream-pairer-bench"))
 KCAT = shutil.which("kcat") or shutil.which("kafkacat") or "kcat"
@@ -133,8 +132,25 @@ def delete_topics(bootstrap: str, prefix: str) -> None:
 def load(bootstrap: str, topic: str, data: DataFile) -> float:
     """Produce the data file into `topic` with kcat (keyed: a conversation stays on one partition)."""
     t0 = time.perf_counter()
-    cmd = [KCAT, "-P", "-q", "-b", bootstrap, "-t", topic, "-K", "\t", "-z", "none",
-           "-X", "linger.ms=20", "-X", "batch.num.messages=10000", "-l", str(data.path)]
+    cmd = [
+        KCAT,
+        "-P",
+        "-q",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-K",
+        "\t",
+        "-z",
+        "none",
+        "-X",
+        "linger.ms=20",
+        "-X",
+        "batch.num.messages=10000",
+        "-l",
+        str(data.path),
+    ]
     subprocess.run(cmd, check=True)
     return time.perf_counter() - t0
 
@@ -164,7 +180,6 @@ class _Offsets:
             out[tp.topic] += o
         return out
 
-
     def close(self) -> None:
         for c in self.consumers.values():
             self.loop.run_until_complete(c.stop())
@@ -181,15 +196,34 @@ def end_offsets(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
 
 def read_back(bootstrap: str, topic: str, fmt: str = "%T\\n") -> list[bytes]:
     """Every committed message of a topic, formatted by kcat (default: its timestamp)."""
-    cmd = [KCAT, "-C", "-q", "-e", "-b", bootstrap, "-t", topic, "-o", "beginning", "-f", fmt,
-           "-X", "isolation.level=read_committed"]
+    cmd = [
+        KCAT,
+        "-C",
+        "-q",
+        "-e",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-o",
+        "beginning",
+        "-f",
+        fmt,
+        "-X",
+        "isolation.level=read_committed",
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True).stdout
     return out.splitlines()
 
 
-def wait_outputs(
-    bootstrap: str, proc: subprocess.Popen[bytes] | None, topic: str, expected: int, timeout: float,
-    settle: float = 2.0, procs: Sequence[subprocess.Popen[bytes]] = (),
+def wait_outputs(  # noqa: PLR0917
+    bootstrap: str,
+    proc: subprocess.Popen[bytes] | None,
+    topic: str,
+    expected: int,
+    timeout: float,
+    settle: float = 2.0,
+    procs: Sequence[subprocess.Popen[bytes]] = (),
 ) -> bool:
     """Poll the end offset of `topic` until it holds `expected` messages and stops growing (with
     transactions, end offsets include commit markers, hence the settle), or until `timeout`."""
@@ -209,7 +243,23 @@ def wait_outputs(
     return False
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def stop(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 30.0) -> None:
+    """SIGTERM each runner's process group. A runner under py-spy: only the profiled child gets it,
+    so that py-spy sees its target exit and writes the profile."""
+    for p in procs:
+        if p.poll() is None and isinstance(p.args, list) and p.args and p.args[0] == "py-spy":
+            for child in _children(p.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout)
     for p in procs:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -227,8 +277,13 @@ def spawn(cmd: Sequence[str] | str, log: Path, env: dict[str, str] | None = None
     """Start a runner in its own process group (so a shell pipeline stops as a whole)."""
     with open(log, "ab") as f:
         return subprocess.Popen(
-            cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, shell=isinstance(cmd, str),
-            env={**os.environ, **(env or {})}, cwd=common.ROOT,
+            cmd,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            shell=isinstance(cmd, str),
+            env={**os.environ, **(env or {})},
+            cwd=common.ROOT,
         )
 
 

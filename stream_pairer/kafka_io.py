@@ -33,15 +33,24 @@ from aiokafka.structs import OffsetAndMetadata
 
 from stream_pairer import checkpoint as ckpt
 from stream_pairer.checkpoint import Checkpoint
-from stream_pairer.errors import BrokerUnavailable, CheckpointError, ConfigError, SidecarError, classify
+from stream_pairer.errors import (
+    BrokerUnavailable,
+    CheckpointError,
+    CommitFailed,
+    ConfigError,
+    SidecarError,
+    classify,
+)
 from stream_pairer.metrics import Metrics
 from stream_pairer.partition import Emitted
 
 log = logging.getLogger("stream_pairer.kafka")
 
 TOPIC_ALREADY_EXISTS = 36
+MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024  # ~20 million held events per partition, delta-encoded + zlib
 CHECKPOINT_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
+    "max.message.bytes": str(MAX_CHECKPOINT_BYTES + 1024),
     # Small segments and an eager cleaner: only the latest checkpoint per partition matters.
     "segment.ms": "600000",
     "min.cleanable.dirty.ratio": "0.1",
@@ -72,7 +81,8 @@ def make_producer(settings: KafkaSettings, transactional_id: str | None = None) 
         enable_idempotence=True,
         transactional_id=transactional_id,
         linger_ms=settings.linger_ms,
-        max_request_size=settings.max_output_bytes + 64 * 1024,
+        # Outputs are capped by encode_output; a checkpoint may be larger (its topic allows it).
+        max_request_size=max(settings.max_output_bytes, MAX_CHECKPOINT_BYTES) + 64 * 1024,
         **settings.common(),
     )
 
@@ -191,6 +201,7 @@ class CheckpointStore:
                 group_id=None,
                 enable_auto_commit=False,
                 isolation_level="read_committed",
+                fetch_max_wait_ms=50,  # reads are short and targeted: do not park in a long poll
                 **self.settings.common(),
             )
             await reader.start()
@@ -201,39 +212,70 @@ class CheckpointStore:
         if reader is not None:
             await reader.stop()
 
-    async def latest(self, tp: TopicPartition, timeout_s: float = 30.0) -> Checkpoint | None:
-        """The newest committed checkpoint of `tp` for this group, or None (first run, or unreadable)."""
+    async def latest(
+        self, tps: Sequence[TopicPartition], timeout_s: float = 30.0
+    ) -> dict[TopicPartition, Checkpoint | None]:
+        """The newest committed checkpoint of each partition for this group (None: first run, or
+        unreadable). All partitions are read back together, in one pass over their checkpoint
+        partitions, so opening many partitions costs about as much as opening one."""
         async with self._lock:
             await self.start()
             assert self._reader is not None
             try:
-                return await asyncio.wait_for(self._read_back(self._reader, tp), timeout_s)
+                return await asyncio.wait_for(self._read_back(self._reader, list(tps)), timeout_s)
             except TimeoutError as err:
-                raise BrokerUnavailable(f"reading the checkpoint of {tp_key(tp)} timed out") from err
+                names = ", ".join(tp_key(tp) for tp in tps)
+                raise BrokerUnavailable(f"reading the checkpoints of {names} timed out") from err
 
-    async def _read_back(self, reader: AIOKafkaConsumer, tp: TopicPartition) -> Checkpoint | None:
-        where = self.address(tp)
-        want = ckpt.key(self.group, tp.topic, tp.partition)
-        reader.assign([where])
-        begin = (await reader.beginning_offsets([where]))[where]
-        hi = (await reader.end_offsets([where]))[where]
+    async def _read_back(
+        self, reader: AIOKafkaConsumer, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, Checkpoint | None]:
+        wanted: dict[TopicPartition, dict[bytes, TopicPartition]] = {}  # checkpoint tp -> key -> input tp
+        for tp in tps:
+            wanted.setdefault(self.address(tp), {})[ckpt.key(self.group, tp.topic, tp.partition)] = tp
+        where = list(wanted)
+        reader.assign(where)
+        begins = await reader.beginning_offsets(where)
+        ends = await reader.end_offsets(where)
+        found: dict[TopicPartition, bytes] = {}  # input partition -> its newest checkpoint
+        hi = dict(ends)
         window = 64
-        while hi > begin:
-            lo = max(begin, hi - window)
-            reader.seek(where, lo)
-            found: bytes | None = None
-            while await reader.position(where) < hi:
-                for rec in (await reader.getmany(where, timeout_ms=1000)).get(where, []):
-                    if rec.offset < hi and rec.key == want and rec.value is not None:
-                        found = rec.value
-            if found is not None:
-                try:
-                    return ckpt.decode(found)
-                except CheckpointError as err:
-                    log.warning("checkpoint of %s ignored (plain replay instead): %s", tp_key(tp), err)
-                    return None
-            hi, window = lo, window * 4
-        return None
+        todo = [w for w in where if hi[w] > begins[w]]
+        while todo:
+            lo = {w: max(begins[w], hi[w] - window) for w in todo}
+            for w in todo:
+                reader.seek(w, lo[w])
+            reader.pause(*[w for w in where if w not in lo])
+            reader.resume(*todo)
+            newest: dict[TopicPartition, bytes] = {}  # in this window: the last one wins
+            while True:
+                behind = [w for w in todo if await reader.position(w) < hi[w]]
+                if not behind:
+                    break
+                for w, recs in (await reader.getmany(*behind, timeout_ms=1000)).items():
+                    for rec in recs:
+                        target = wanted[w].get(rec.key) if rec.key is not None else None
+                        if target is not None and lo[w] <= rec.offset < hi[w] and rec.value is not None:
+                            newest[target] = rec.value
+            for target, value in newest.items():
+                found.setdefault(target, value)  # a newer window's find is never replaced by an older one
+            # Inputs with no checkpoint in their window: look further back in that checkpoint partition.
+            todo = [w for w in todo if any(t not in found for t in wanted[w].values()) and lo[w] > begins[w]]
+            for w in todo:
+                hi[w] = lo[w]
+            window *= 4
+        out: dict[TopicPartition, Checkpoint | None] = {}
+        for tp in tps:
+            raw = found.get(tp)
+            if raw is None:
+                out[tp] = None
+                continue
+            try:
+                out[tp] = ckpt.decode(raw)
+            except CheckpointError as err:
+                log.warning("checkpoint of %s ignored (plain replay instead): %s", tp_key(tp), err)
+                out[tp] = None
+        return out
 
 
 # -------------------------------------------------------------------------------- delivery
@@ -386,8 +428,10 @@ class AtLeastOnce(Delivery):
             try:
                 await consumer.commit(offsets)
             except Exception as err:
+                # Outputs and checkpoints are acknowledged: whatever went wrong, only the offset
+                # commit is missing, and the next commit (or a replay) covers it.
                 self.metrics.observe_commit_error()
-                error = classify(err, during="commit offsets")
+                error = CommitFailed(str(classify(err, during="commit offsets")))
                 failed.update(dict.fromkeys(offsets, error))
         return failed
 

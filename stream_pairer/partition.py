@@ -14,17 +14,47 @@ guarantees rest on is decided here, where unit tests can reach it without a brok
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from stream_pairer.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.clock import NEG_INF, StreamClock
 from stream_pairer.engine import Record
 from stream_pairer.formats import parse_record
 from stream_pairer.metrics import Metrics
-from stream_pairer.model import CALL, RESULT, FormatError, dead_letter
+from stream_pairer.model import CALL, RESULT, FormatError, Source, dead_letter
 from stream_pairer.pipeline import Pipeline
+
+# Lineage headers of a record re-keyed by --repartition (see repartition.py).
+H_TOPIC: Final = "sp-src-topic"
+H_PARTITION: Final = "sp-src-partition"
+H_OFFSET: Final = "sp-src-offset"
+Headers = Sequence[tuple[str, bytes]]
+
+
+def lineage_headers(topic: str, partition: int, offset: int) -> list[tuple[str, bytes]]:
+    return [(H_TOPIC, topic.encode()), (H_PARTITION, b"%d" % partition), (H_OFFSET, b"%d" % offset)]
+
+
+def source_from_headers(headers: Headers | None, via: Source) -> Source:
+    """The original lineage carried by a re-keyed record, plus `via` (where it was consumed); just
+    `via` for a record without lineage headers (written by something else)."""
+    found: dict[str, bytes] = {}
+    for name, value in headers or ():
+        if name in (H_TOPIC, H_PARTITION, H_OFFSET):
+            found[name] = value
+    if len(found) != 3:
+        return via
+    try:
+        return {
+            "topic": found[H_TOPIC].decode(),
+            "partition": int(found[H_PARTITION]),
+            "offset": int(found[H_OFFSET]),
+            "via": via,
+        }
+    except (UnicodeDecodeError, ValueError):
+        return via
 
 
 class InputRecord(Protocol):
@@ -38,6 +68,8 @@ class InputRecord(Protocol):
     def value(self) -> bytes | None: ...
     @property
     def timestamp(self) -> int: ...
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +96,12 @@ class Emitted(NamedTuple):
     record: Record
 
 
+def consumed_offset(source: dict[str, Any]) -> int:
+    """The offset this event was consumed at: its own, or the internal topic's under --repartition."""
+    via = source.get("via")
+    return int((via or source)["offset"])
+
+
 def decode_key(key: bytes | None) -> str | None:
     """The message key as the conversation id fallback (a non-UTF-8 key is kept, replaced, not lost)."""
     if key is None:
@@ -85,8 +123,10 @@ class PartitionState:
         restore: Checkpoint | None = None,
         wall_ms: float = 0.0,
         metrics: Metrics | None = None,
+        lineage_headers: bool = False,
     ) -> None:
         self.topic = topic
+        self.lineage_headers = lineage_headers  # --repartition: sources come from the record headers
         self.partition = partition
         self.pipeline = pipeline
         self.engine = pipeline.engine
@@ -141,8 +181,11 @@ class PartitionState:
         self._observe_evictions()
         return out
 
-    def _source(self, offset: int) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "offset": offset}
+    def _source(self, msg: InputRecord) -> dict[str, Any]:
+        here = {"topic": self.topic, "partition": self.partition, "offset": msg.offset}
+        if self.lineage_headers:
+            return source_from_headers(msg.headers, here)
+        return here
 
     def _feed_record(self, msg: InputRecord, out: list[Emitted]) -> None:
         summary = self.pipeline.summary
@@ -150,7 +193,7 @@ class PartitionState:
         calls0, results0, skipped0 = events[CALL], events[RESULT], summary.skipped
         key = msg.key
         recs = self.pipeline.feed(
-            msg.value or b"", self._source(msg.offset), key=decode_key(key), arrival_ms=float(msg.timestamp)
+            msg.value or b"", self._source(msg), key=decode_key(key), arrival_ms=float(msg.timestamp)
         )
         metrics = self.metrics
         if metrics is not None:
@@ -178,7 +221,7 @@ class PartitionState:
         Deliberately not `Pipeline.feed`: this rebuilds state that was already counted when the
         record was first read, so nothing is counted again and no other block is re-emitted.
         """
-        source = self._source(msg.offset)
+        source = self._source(msg)
         raw = msg.value or b""
         try:
             events = parse_record(raw, source, key=decode_key(msg.key), config=self.pipeline.format_config)
@@ -202,7 +245,9 @@ class PartitionState:
         """Advance a quiet partition's stream time by the wall clock (fires due timers); see clock.py."""
         if self.restoring:
             return []
-        target = self.clock.tick(wall_ms, caught_up=caught_up, seen_end_ms=seen_end_ms, max_blind_ms=max_blind_ms)
+        target = self.clock.tick(
+            wall_ms, caught_up=caught_up, seen_end_ms=seen_end_ms, max_blind_ms=max_blind_ms
+        )
         if target is None or target <= self.engine.now_ms:
             return []
         out: list[Emitted] = []
@@ -233,7 +278,7 @@ class PartitionState:
             candidates.append(self.next_offset)
         oldest = self.engine.oldest_held()
         if oldest is not None:
-            candidates.append(int(oldest.event.source["offset"]))
+            candidates.append(consumed_offset(oldest.event.source))
         if self.replay is not None:
             first = self.replay.first_pending_offset()
             if first is not None:
@@ -244,7 +289,7 @@ class PartitionState:
         committed = self.commit_offset()
         if committed is None:
             return None
-        held = [(int(h.event.source["offset"]), h.event.block) for h in self.engine.held()]
+        held = [(consumed_offset(h.event.source), h.event.block) for h in self.engine.held()]
         processed = committed - 1 if self.last_processed is None else self.last_processed
         if self.replay is not None and self.replay.active:
             held.extend(self.replay.pending())

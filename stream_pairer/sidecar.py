@@ -40,7 +40,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from stream_pairer.checkpoint import Checkpoint, new_token
 from stream_pairer.clock import TickSchedule
 from stream_pairer.engine import Engine, EngineConfig, Tagger
-from stream_pairer.errors import BrokerUnavailable, ConfigError, Fenced, SidecarError, classify
+from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError, classify
 from stream_pairer.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.httpserver import HttpServer, Response
 from stream_pairer.kafka_io import (
@@ -59,6 +59,7 @@ from stream_pairer.kafka_io import (
 from stream_pairer.metrics import Metrics
 from stream_pairer.partition import Emitted, OutputTopics, PartitionState
 from stream_pairer.pipeline import Pipeline
+from stream_pairer.repartition import Rekeyer
 
 log = logging.getLogger("stream_pairer.sidecar")
 
@@ -98,6 +99,8 @@ class SidecarConfig:
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 30.0
     checkpoint_match_wait_s: float = 5.0
+    repartition: bool = False
+    repartition_topic: str = "{topic}.by-conversation"
 
     def __post_init__(self) -> None:
         if not self.input_topics:
@@ -119,6 +122,10 @@ class SidecarConfig:
         if self.commit_interval_s is not None:
             return self.commit_interval_s
         return 0.1 if self.exactly_once else 1.0
+
+    def consumed_topic(self, input_topic: str) -> str:
+        """The topic the pairing loop reads for an input topic (its re-keyed copy under --repartition)."""
+        return self.repartition_topic.format(topic=input_topic) if self.repartition else input_topic
 
     def outputs(self, topic: str) -> OutputTopics:
         return OutputTopics.for_input(topic, self.pairs_topic, self.orphans_topic, self.dead_letter_topic)
@@ -187,6 +194,8 @@ class Sidecar:
         self._admin: AIOKafkaAdminClient | None = None
         self._delivery: Delivery | None = None
         self._store: CheckpointStore | None = None
+        self._rekeyer: asyncio.Task[None] | None = None
+        self._origin: dict[str, str] = {t: t for t in config.input_topics}  # consumed topic -> input topic
         self._last_loop_s = time.monotonic()
         self._connected = False
         self.sessions = 0  # sessions started (1 + reconnects), for tests and logs
@@ -260,9 +269,14 @@ class Sidecar:
 
     @property
     def alive(self) -> bool:
+        """The loop task runs and, while connected, goes round (a consume loop stuck in one call for
+        longer than two request timeouts is not coming back; a restart is the remedy). Waiting for
+        an unreachable broker is alive: restarting the process would not bring the broker back."""
         task = self._task
-        stale = time.monotonic() - self._last_loop_s > max(30.0, 10 * self.config.poll_timeout_s)
-        return task is not None and not task.done() and not stale
+        if task is None or task.done():
+            return False
+        limit = max(30.0, 10 * self.config.poll_timeout_s, 2 * self.config.request_timeout_ms / 1000)
+        return not self._connected or time.monotonic() - self._last_loop_s <= limit
 
     @property
     def ready(self) -> bool:
@@ -334,10 +348,15 @@ class Sidecar:
         if missing:
             raise BrokerUnavailable(f"input topic(s) {', '.join(missing)} do not exist (yet)")
         store = self._store = CheckpointStore(self.settings, cfg.group_id, cfg.checkpoint_topic)
+        # What the pairing loop consumes: the input topics, or (--repartition) their re-keyed copies.
+        self._origin = {cfg.consumed_topic(t): t for t in cfg.input_topics}
         specs = []
         for topic, n in counts.items():
+            consumed = cfg.consumed_topic(topic)
+            if consumed != topic:
+                specs.append(TopicSpec(consumed, n))
             specs += [TopicSpec(name, n) for name in cfg.outputs(topic).all()]
-            specs.append(TopicSpec(store.topic_for(topic), n, compacted=True))
+            specs.append(TopicSpec(store.topic_for(consumed), n, compacted=True))
         if cfg.create_topics:
             have = await ensure_topics(admin, specs, replication_factor=cfg.replication_factor)
         else:
@@ -368,13 +387,27 @@ class Sidecar:
             partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
             **self.settings.common(),
         )
-        consumer.subscribe(list(cfg.input_topics), listener=_Listener(self))
+        consumer.subscribe(list(self._origin), listener=_Listener(self))
         await consumer.start()
+        if cfg.repartition:
+            rekeyer = Rekeyer(
+                self.settings,
+                f"{cfg.group_id}.repartition",
+                {t: cfg.consumed_topic(t) for t in cfg.input_topics},
+                cfg.formats,
+                exactly_once=cfg.exactly_once,
+                transactional_id_prefix=cfg.transactional_id_prefix,
+                max_records=cfg.max_records,
+                poll_timeout_s=cfg.poll_timeout_s,
+                auto_offset_reset=cfg.auto_offset_reset,
+                isolation_level=cfg.isolation_level,
+            )
+            self._rekeyer = asyncio.create_task(rekeyer.run(self._stopping), name="stream-pairer-repartition")
         self._connected = True
-        log.info(
-            "consuming %s as group %s (%s)", ", ".join(cfg.input_topics), cfg.group_id,
-            "exactly-once" if cfg.exactly_once else "at-least-once",
-        )  # fmt: skip
+        mode = "exactly-once" if cfg.exactly_once else "at-least-once"
+        if cfg.repartition:
+            mode += ", input re-keyed by conversation"
+        log.info("consuming %s as group %s (%s)", ", ".join(self._origin), cfg.group_id, mode)
         await self._loop(consumer, backoff)
 
     async def _close_session(self) -> None:
@@ -394,6 +427,12 @@ class Sidecar:
         delivery, self._delivery = self._delivery, None
         store, self._store = self._store, None
         admin, self._admin = self._admin, None
+        rekeyer, self._rekeyer = self._rekeyer, None
+        if rekeyer is not None:
+            if not rekeyer.done() and not self._stopping.is_set():
+                rekeyer.cancel()  # a failed session; on a graceful stop it finishes its batch and commits
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(rekeyer, 15.0)
         for closer in (
             consumer.stop if consumer else None,
             delivery.stop if delivery else None,
@@ -416,6 +455,9 @@ class Sidecar:
         poll_ms = int(cfg.poll_timeout_s * 1000)
         while not self._stopping.is_set():
             self._last_loop_s = time.monotonic()
+            if self._rekeyer is not None and self._rekeyer.done():
+                err = self._rekeyer.exception() if not self._rekeyer.cancelled() else None
+                raise _SessionEnded(f"the repartition stage stopped: {err}")
             if self._unopened or self._parked:
                 await self._open_assigned(consumer)
             epoch = self._epoch
@@ -478,7 +520,6 @@ class Sidecar:
                 continue
             caught_up = end is not None and seen is not None and position >= end
             items = st.tick(wall_ms, caught_up=caught_up, seen_end_ms=seen, max_blind_ms=max_blind_ms)
-            print("TICKDBG", tp.partition, position, end, seen, int(wall_ms), st.clock, st.engine.now_ms, len(items), flush=True)
             await self._send(tp, items, None)
 
     async def _commit(
@@ -506,20 +547,13 @@ class Sidecar:
                 continue
             if isinstance(err, Fenced):
                 raise _SessionEnded(str(err))
-            if self.config.exactly_once or not self._outputs_acked(err):
-                await self._reset(tp, err)
-            else:
+            if not self.config.exactly_once and isinstance(err, CommitFailed):
+                # At-least-once: outputs are acknowledged, only the offset commit failed; no replay needed.
                 log.warning(
-                    "offset commit of %s failed (outputs are delivered; will retry): %s", tp_key(tp), err
+                    "offset commit of %s failed (outputs delivered; next commit retries): %s", tp_key(tp), err
                 )
-
-    @staticmethod
-    def _outputs_acked(err: SidecarError) -> bool:
-        """At-least-once: a failed *offset commit* after acked outputs needs no replay; a failed
-        delivery does."""
-        from stream_pairer.errors import CommitFailed  # noqa: PLC0415 - local to keep the import list short
-
-        return isinstance(err, CommitFailed)
+            else:
+                await self._reset(tp, err)
 
     async def _reset(self, tp: TopicPartition, err: SidecarError) -> None:
         """Rebuild a partition from its last commit: what was not made durable is produced again."""
@@ -663,9 +697,10 @@ class Sidecar:
         for tp in fresh:
             await self._delivery.open_partition(tp)  # exactly-once: fence the previous owner first
         committed = await committed_offsets(self._admin, cfg.group_id, fresh)
+        checkpoints = await self._store.latest(fresh)
         for tp in fresh:
             offset, metadata = committed[tp]
-            cp = await self._store.latest(tp)
+            cp = checkpoints[tp]
             if cp is not None and not cp.matches(offset, metadata) and cfg.exactly_once:
                 offset, metadata, cp = await self._await_stable(tp, cp, offset, metadata)
             if cp is not None and not cp.matches(offset, metadata):
@@ -677,8 +712,9 @@ class Sidecar:
                 cp = None
             pipeline = Pipeline(Engine(cfg.engine, tagger=cfg.tagger), cfg.formats)
             st = PartitionState(
-                tp.topic, tp.partition, pipeline, cfg.outputs(tp.topic), start_offset=offset,
-                restore=cp, wall_ms=self._wall() * 1000, metrics=self.metrics,
+                tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
+                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000, metrics=self.metrics,
+                lineage_headers=cfg.repartition,
             )  # fmt: skip
             if cp is not None:
                 self._last_commit[tp] = cp

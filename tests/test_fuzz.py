@@ -394,7 +394,23 @@ def test_small_state_limits_under_fuzz_still_conserve() -> None:
             result_grace_ms=1_000,
         ),
     )
-    assert figures.report.outputs["orphan_call"] > 0
+    assert figures.report.reasons["orphan_call:evicted"] > 0
+
+
+def test_evictions_are_counted_per_evicted_event() -> None:
+    """Found by the overload trial: `stream_pairer_evictions_total` (fed from Engine.evictions) is
+    documented as "open events emitted early as orphans (reason=evicted)", but the engine counts an
+    LRU-evicted conversation once however many held events it emits (engine.py `_conversation`), so
+    the metric undercounts (74,884 vs 91,445 evicted orphans in the overload trial)."""
+    engine = Engine(EngineConfig(max_conversations=1))
+    pipeline = Pipeline(engine)
+    out = []
+    for conv, cid in (("a", "1"), ("a", "2"), ("a", "3"), ("b", "4")):
+        raw = orjson.dumps({"conversation_id": conv, "type": "tool_call", "id": cid, "name": "f"})
+        out += pipeline.feed(raw, {"file": "e", "line": int(cid)})
+    evicted = [r for r in out if r.get("reason") == "evicted"]
+    assert len(evicted) == 3
+    assert sum(engine.evictions.values()) == len(evicted)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,14 +13,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_pairer.checkpoint import Checkpoint, decode, encode
 from stream_pairer.engine import Engine, EngineConfig
+from stream_pairer.formats import DEFAULT_CONFIG
 from stream_pairer.metrics import Metrics
-from stream_pairer.partition import Emitted, OutputTopics, PartitionState
+from stream_pairer.partition import (
+    Emitted,
+    OutputTopics,
+    PartitionState,
+    lineage_headers,
+    source_from_headers,
+)
 from stream_pairer.pipeline import Pipeline
+from stream_pairer.repartition import conversation_key
 
 T0 = 1_741_944_400_000  # event times in ms
 TOPICS = OutputTopics.for_input("in")
@@ -32,6 +41,7 @@ class Msg:
     key: bytes | None
     value: bytes | None
     timestamp: int
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def rec(conv: str, kind: str, cid: str | None, ts: int, name: str | None = "search") -> bytes:
@@ -296,3 +306,52 @@ def test_evictions_are_reported_as_deltas() -> None:
     assert (
         m.registry.get_sample_value("stream_pairer_evictions_total", {"limit": "calls_per_conversation"}) == 4
     )
+
+
+def test_repartitioned_records_keep_their_original_lineage_and_commit_by_consumed_offset() -> None:
+    s = PartitionState(
+        "in.by-conversation", 2, Pipeline(Engine()), TOPICS, start_offset=40, lineage_headers=True
+    )
+    log = [
+        Msg(40, b"c", rec("c", "tool_call", "a", T0), T0, tuple(lineage_headers("in", 7, 1234))),
+        Msg(41, b"c", rec("c", "tool_call", "b", T0), T0, tuple(lineage_headers("in", 3, 99))),
+        Msg(42, b"c", rec("c", "tool_result", "a", T0), T0, ()),  # written by something else: own lineage
+    ]
+    out = s.feed(log, wall_ms=0.0)
+    assert out[0].record["call"]["source"] == {
+        "topic": "in", "partition": 7, "offset": 1234,
+        "via": {"topic": "in.by-conversation", "partition": 2, "offset": 40},
+    }  # fmt: skip
+    assert out[0].record["result"]["source"] == {"topic": "in.by-conversation", "partition": 2, "offset": 42}
+    assert s.commit_offset() == 41  # call "b" is held: the consumed offset counts, not its origin's 99
+    cp = s.checkpoint("g", "t")
+    assert cp is not None and cp.held == ((41, 0),)
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "expected"),
+    [
+        (rec("conv-9", "tool_call", "a", T0), b"user-1", b"conv-9"),  # the record's own field wins
+        (orjson.dumps({"type": "tool_call", "id": "a", "name": "n"}), b"user-1", b"user-1"),  # key fallback
+        (b"{broken", b"k", b"k"),  # unreadable: forwarded as it was, dead-lettered by stage two
+        (b"[1]", None, None),
+        (None, b"k", b"k"),
+    ],
+)
+def test_repartition_key_is_the_conversation_id(
+    value: bytes | None, key: bytes | None, expected: bytes | None
+) -> None:
+    assert conversation_key(value, key, DEFAULT_CONFIG) == expected
+
+
+def test_lineage_headers_round_trip_and_garbage_falls_back() -> None:
+    via = {"topic": "x", "partition": 0, "offset": 5}
+    assert source_from_headers(lineage_headers("in", 1, 2), via) == {
+        "topic": "in",
+        "partition": 1,
+        "offset": 2,
+        "via": via,
+    }
+    assert source_from_headers([("sp-src-topic", b"in")], via) == via
+    assert source_from_headers([*lineage_headers("in", 1, 2)[:2], ("sp-src-offset", b"NaN")], via) == via
+    assert source_from_headers(None, via) == via

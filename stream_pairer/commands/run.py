@@ -70,6 +70,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         k,
+        "--repartition",
+        action="store_true",
+        default=False,
+        help="input not keyed by conversation: first re-key it to an internal topic, then pair",
+    )
+    add_option(
+        k,
+        "--repartition-topic",
+        default="{topic}.by-conversation",
+        help="--repartition: the internal re-keyed topic ({topic} = input topic)",
+    )
+    add_option(
+        k,
         "--no-create-topics",
         action="store_true",
         default=False,
@@ -196,6 +209,8 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         orphans_topic=args.orphans_topic,
         dead_letter_topic=args.dead_letter_topic,
         checkpoint_topic=args.checkpoint_topic,
+        repartition=args.repartition,
+        repartition_topic=args.repartition_topic,
         create_topics=not args.no_create_topics,
         replication_factor=args.replication_factor,
         transactional_id_prefix=args.transactional_id_prefix,

@@ -9,11 +9,18 @@ Counting those identities over the pairs, orphans and dead-letter topics (read_c
 from __future__ import annotations
 
 import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,6 +28,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream_pairer.engine import EngineConfig
 from stream_pairer.sidecar import Sidecar, SidecarConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from kafka_broker import free_ports as _free_ports
 
 Identity = tuple[str, int, int, int | None]
 
@@ -151,7 +161,9 @@ async def wait_for(pred: Callable[[], bool], timeout_s: float = 30.0, what: str 
         await asyncio.sleep(0.05)
 
 
-async def wait_async(pred: Callable[[], Awaitable[bool]], timeout_s: float = 30.0, what: str = "condition") -> None:
+async def wait_async(
+    pred: Callable[[], Awaitable[bool]], timeout_s: float = 30.0, what: str = "condition"
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not await pred():
         if time.monotonic() > deadline:
@@ -172,3 +184,98 @@ async def started(cfg: SidecarConfig, ready_timeout_s: float = 30.0) -> Sidecar:
     await sidecar.start()
     await wait_for(lambda: sidecar.ready, ready_timeout_s, "sidecar ready")
     return sidecar
+
+
+class SidecarProcess:
+    """`stream-pairer run` as a child process (what a container runs), for SIGTERM and kill -9 trials."""
+
+    def __init__(self, log_path: Path, bootstrap: str, topic: str, group: str, *extra: str) -> None:
+        (self.http_port,) = _free_ports(1)
+        self.log_path = log_path
+        self.args = [
+            sys.executable, "-m", "stream_pairer", "run",
+            "--bootstrap-servers", bootstrap, "--input-topic", topic, "--group-id", group,
+            "--http-host", "127.0.0.1", "--http-port", str(self.http_port),
+            "--tick-interval", "0.2", "--commit-interval", "0.2", "--poll-timeout", "0.1",
+            "--session-timeout", "6", "--backoff-max", "2", "--call-timeout", "20", "--result-grace", "2",
+            *extra,
+        ]  # fmt: skip
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SidecarProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_PAIRER_")}
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        return self
+
+    def ready(self) -> bool:
+        try:
+            return http_get(self.http_port, "/readyz")[0] == 200
+        except OSError:
+            return False
+
+    async def wait_ready(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not await asyncio.to_thread(self.ready):
+            assert self.proc is not None
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"sidecar process not ready:\n{self.log_tail()}")
+            await asyncio.sleep(0.2)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    async def terminate(self, timeout_s: float = 30.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return await asyncio.to_thread(self.proc.wait, timeout_s)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+Traffic = list[tuple[bytes | None, bytes | None]]
+
+
+def interleave(scripts: dict[str, list[bytes]], seed: int) -> Traffic:
+    """Conversations mixed at random, each in its own order, keyed by conversation id."""
+    rnd = random.Random(seed)
+    queues = {conv: list(values) for conv, values in scripts.items() if values}
+    out: Traffic = []
+    while queues:
+        conv = rnd.choice(sorted(queues))
+        out.append((conv.encode(), queues[conv].pop(0)))
+        if not queues[conv]:
+            del queues[conv]
+    return out
+
+
+def two_phase_traffic(n_convs: int, calls: int, seed: int, prefix: str = "conv") -> tuple[Traffic, Traffic]:
+    """Phase 1 leaves one call open per conversation (answered in phase 2) and pairs the rest, by id
+    and (one per conversation) FIFO; phase 2 answers the open calls and adds new pairs."""
+    one: dict[str, list[bytes]] = {}
+    two: dict[str, list[bytes]] = {}
+    for n in range(n_convs):
+        c = f"{prefix}{n}"
+        script = [event(c, "tool_call", None, name="lookup"), event(c, "tool_result", None, name="lookup")]
+        for i in range(calls):
+            script.append(event(c, "tool_call", f"{c}-{i}"))
+            if i < calls - 1:
+                script.append(event(c, "tool_result", f"{c}-{i}"))
+        one[c] = script
+        two[c] = [event(c, "tool_result", f"{c}-{calls - 1}"), event(c, "tool_call", f"{c}-x"),
+                  event(c, "tool_result", f"{c}-x")]  # fmt: skip
+    return interleave(one, seed), interleave(two, seed + 1)
+
+
+def expected_identities(topic: str, placed: list[tuple[int, int]]) -> set[Identity]:
+    """One event (block 0) per produced record: what two_phase_traffic writes."""
+    return {(topic, p, o, 0) for p, o in placed}

@@ -10,9 +10,8 @@ no input event is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import sys
-from pathlib import Path
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -22,20 +21,27 @@ from stream_pairer.engine import EngineConfig
 from stream_pairer.sidecar import Sidecar
 
 from .conftest import BrokerFactory, TopicFactory
-from .sidecar_support import OutputReader, config, event, http_get, identities, produce, started, summary, wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from kafka_broker import free_ports  # noqa: E402
+from .sidecar_support import (
+    OutputReader,
+    _free_ports,
+    config,
+    event,
+    http_get,
+    identities,
+    now_ms,
+    produce,
+    started,
+    summary,
+    wait_for,
+)
 
 
 async def _create(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        try:
+        with contextlib.suppress(TopicAlreadyExistsError):
             await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-        except TopicAlreadyExistsError:
-            pass
     finally:
         await admin.close()
 
@@ -44,7 +50,7 @@ async def test_broker_absent_at_start_then_appears(
     broker_factory: BrokerFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="stream_pairer")
-    (port,) = free_ports(1)
+    (port,) = _free_ports(1)
     topic = "late-broker-in"
     sidecar = Sidecar(config(f"127.0.0.1:{port}", topic, "g-late"))
     await sidecar.start()
@@ -60,7 +66,11 @@ async def test_broker_absent_at_start_then_appears(
 
         broker = await asyncio.to_thread(broker_factory, port=port)
         await _create(broker.bootstrap, topic, 2)
-        await produce(broker.bootstrap, topic, [(b"c", event("c", "tool_call", "x")), (b"c", event("c", "tool_result", "x"))])
+        await produce(
+            broker.bootstrap,
+            topic,
+            [(b"c", event("c", "tool_call", "x")), (b"c", event("c", "tool_result", "x"))],
+        )
         async with OutputReader(broker.bootstrap, topic) as reader:
             await reader.until(lambda recs: summary(recs)["pair"] == 1, timeout_s=60)
         await wait_for(lambda: sidecar.ready, 30, "ready once the broker is there")
@@ -76,28 +86,38 @@ async def test_broker_stopped_and_restarted_while_running(
     topic = await topic_factory(2, bootstrap=bootstrap)
     cfg = config(
         bootstrap, topic, f"g-{topic}", ready_timeout_s=2.0,
-        engine=EngineConfig(call_timeout_ms=5_000, result_grace_ms=1_000),
+        engine=EngineConfig(call_timeout_ms=8_000, result_grace_ms=1_000),
     )  # fmt: skip
     sidecar = await started(cfg)
     try:
         convs = [f"conv{i}" for i in range(6)]
-        before = [(c.encode(), event(c, "tool_call", f"{c}-open")) for c in convs]
-        before += [(c.encode(), v) for c in convs for v in (event(c, "tool_call", "p"), event(c, "tool_result", "p"))]
+        t0 = now_ms()
+        before = [(c.encode(), event(c, "tool_call", f"{c}-open", ts=t0)) for c in convs]
+        before += [
+            (c.encode(), v) for c in convs for v in (event(c, "tool_call", "p"), event(c, "tool_result", "p"))
+        ]
         placed = await produce(bootstrap, topic, before)
         async with OutputReader(bootstrap, topic) as reader:
             await reader.until(lambda recs: summary(recs)["pair"] == len(convs), timeout_s=30)
-        await wait_for(lambda: sum(st.engine.open_calls for st in sidecar.states.values()) == 6, 10, "calls held")
+        await wait_for(
+            lambda: sum(st.engine.open_calls for st in sidecar.states.values()) == 6, 10, "calls held"
+        )
 
         await asyncio.to_thread(broker.stop)
         await wait_for(lambda: not sidecar.ready, 20, "unready while the broker is down")
-        await asyncio.sleep(6)  # longer than the call timeout: an outage must not time the calls out
+        await asyncio.sleep(9)  # longer than the call timeout: an outage must not time the calls out
         http = sidecar.http_port
         assert http is not None
         assert (await asyncio.to_thread(http_get, http, "/healthz"))[0] == 200
         assert (await asyncio.to_thread(http_get, http, "/readyz"))[0] == 503
         await asyncio.to_thread(broker.start)
+        await wait_for(lambda: sidecar.ready, 30, "ready again")
+        await asyncio.sleep(1.0)  # several ticks with fresh fetches and no results yet
+        assert sum(st.engine.open_calls for st in sidecar.states.values()) == 6
 
-        after = [(c.encode(), event(c, "tool_result", f"{c}-open")) for c in convs]
+        # The results' own times say they answered within 0.1 s (their producer was stalled by the same
+        # outage): in event time nothing timed out, so only a wall tick that counted the outage could.
+        after = [(c.encode(), event(c, "tool_result", f"{c}-open", ts=t0 + 100)) for c in convs]
         placed += await produce(bootstrap, topic, after)
         async with OutputReader(bootstrap, topic) as reader:
             await reader.until(lambda recs: summary(recs)["pair"] >= 2 * len(convs), timeout_s=60)

@@ -32,7 +32,8 @@ def _traffic() -> list[tuple[bytes | None, bytes | None]]:
         "B": [event("B", "tool_call", None, name="search"), event("B", "tool_call", None, name="fetch"),
               event("B", "tool_result", None, name="fetch"), event("B", "tool_result", None, name=None)],
         "C": [event("C", "tool_result", "ghost", name=None)],
-        "D": [event("D", "tool_call", "d1"), event("D", "tool_result", "d1"), event("D", "tool_result", "d1")],
+        "D": [event("D", "tool_call", "d1"), event("D", "tool_result", "d1"),
+              event("D", "tool_result", "d1")],
         "E": [event("E", "tool_call", "e1")],
         "F": [b"{not json"],
         "H": [orjson.dumps({"conversation_id": "H", "role": "user", "content": "hello"})],
@@ -72,7 +73,9 @@ def _by_conv(records: list[dict[str, Any]]) -> dict[str, list[tuple[Any, ...]]]:
     return {k: sorted(v, key=repr) for k, v in out.items()}
 
 
-async def test_all_core_cases_across_partitions(kafka_broker: KafkaBroker, topic_factory: TopicFactory) -> None:
+async def test_all_core_cases_across_partitions(
+    kafka_broker: KafkaBroker, topic_factory: TopicFactory
+) -> None:
     bootstrap = kafka_broker.bootstrap
     topic = await topic_factory(3)
     traffic = _traffic()
@@ -153,4 +156,3 @@ async def test_all_core_cases_across_partitions(kafka_broker: KafkaBroker, topic
     assert "stream_pairer_consumer_lag_messages{" in text
     assert health[0] == 200 and ready[0] == 200 and missing[0] == 404
     assert TopicPartition(topic, 0) not in sidecar.states  # stop() left the group and dropped state
-

@@ -1,0 +1,49 @@
+# Benchmarks (issue 6). `make bench` reproduces every table of BENCHMARKS.md on a fresh machine with
+# Java, Maven, Python and kcat; `make bench-engine` is the quick, broker-free part.
+# Figures are printed and appended to bench/results/*.jsonl (with the load average of the moment).
+# Knobs: make bench RECORDS=1000000 SOAK_SECONDS=600 REPEAT=3
+
+PYTHON ?= python3
+RECORDS ?= 1000000
+CONVERSATIONS ?= 10000
+PARTITIONS ?= 4
+REPEAT ?= 3
+ENGINE_RECORDS ?= 300000
+SOAK_SECONDS ?= 600
+LATENCY_SECONDS ?= 60
+
+.PHONY: bench bench-deps bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak
+
+bench: bench-deps bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-soak
+
+bench-deps:
+	$(PYTHON) -m pip install -q -e '.[dev]' pyinstrument py-spy quixstreams
+	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
+	$(PYTHON) scripts/kafka_broker.py resolve
+
+# Part 1 (+ part 4's 1M-conversation memory figure): engine alone at 1k, 100k, 1M open conversations.
+bench-engine:
+	$(PYTHON) bench/engine_bench.py --records $(ENGINE_RECORDS) --repeat $(REPEAT)
+
+# Where the engine's time goes: stage costs and a pyinstrument tree (bench/results/engine_profile_K*.txt).
+bench-profile:
+	$(PYTHON) bench/engine_bench.py --conversations 1000 100000 --records $(ENGINE_RECORDS) --stages
+	$(PYTHON) bench/engine_bench.py --conversations 100000 --records $(ENGINE_RECORDS) --repeat 1 --profile
+
+# Parts 2 and 3: sidecar vs aiokafka and kcat passthroughs vs the Quix Streams peer, both delivery modes.
+bench-e2e:
+	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --partitions $(PARTITIONS)
+
+# Part 6: 1, 2, 4 partitions with as many sidecar processes.
+bench-scaling:
+	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --scaling 1 2 4 --runners sidecar
+
+# Part 5: latency at half of the best sidecar rate measured by bench-e2e.
+bench-latency:
+	$(PYTHON) bench/latency.py --duration $(LATENCY_SECONDS)
+
+# Part 4: memory soak at a steady rate with timeouts expiring, under a held-bytes bound.
+bench-soak:
+	$(PYTHON) bench/soak.py --duration $(SOAK_SECONDS)
+
+bench-memory: bench-soak
