@@ -7,7 +7,7 @@
   the moment a `read_committed` consumer receives it (after the transaction commits, in
   exactly-once mode; it includes this probe's own fetch wait, `fetch_max_wait_ms=5`).
 
-The rate defaults to half of the best sidecar steady rate in bench/results/e2e.jsonl.
+The rate defaults to half of the latest sidecar steady rate in bench/results/e2e.jsonl.
 
     python bench/latency.py --duration 60                  # at-least-once, then exactly-once
     python bench/latency.py --rate 4000 --modes alo
@@ -37,6 +37,7 @@ PY = sys.executable
 
 
 def peak_from_results() -> float | None:
+    """The steady rate of the latest complete single-process sidecar run on 4 partitions."""
     path = common.RESULTS / "e2e.jsonl"
     if not path.exists():
         return None
@@ -46,9 +47,10 @@ def peak_from_results() -> float | None:
         if r.get("runner") == "sidecar"
         and r.get("complete")
         and r.get("processes") == 1
+        and r.get("partitions") == 4
         and r.get("steady_records_per_s")
     ]
-    return max(rates) if rates else None
+    return rates[-1] if rates else None
 
 
 def wait_ready(port: int, timeout: float = 60.0) -> None:
@@ -227,7 +229,7 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bootstrap-servers")
-    p.add_argument("--rate", type=int, help="records/s (default: half the best measured sidecar rate)")
+    p.add_argument("--rate", type=int, help="records/s (default: half the latest measured sidecar rate)")
     p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--conversations", type=int, default=10_000)
     p.add_argument("--partitions", type=int, default=4)
@@ -241,7 +243,7 @@ def main() -> int:
         if peak is None:
             sys.exit("no sidecar rate in bench/results/e2e.jsonl: run bench/e2e.py first or pass --rate")
         rate = int(peak / 2)
-        print(f"rate: half of the best measured sidecar steady rate {peak:,.0f}/s = {rate}/s")
+        print(f"rate: half of the latest measured sidecar steady rate {peak:,.0f}/s = {rate}/s")
     broker = kb.Broker(args.bootstrap_servers)
     try:
         for mode in args.modes:

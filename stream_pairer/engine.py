@@ -233,7 +233,6 @@ class Engine:
         if conv is None:
             if len(self._convs) >= self.config.max_conversations:
                 _, lru = self._convs.popitem(last=False)
-                self.evictions["conversations"] += 1
                 self._evict_conversation(lru, out)
             conv = Conversation(conversation_id)
             self._convs[conversation_id] = conv
@@ -243,11 +242,14 @@ class Engine:
         return conv
 
     def _evict_conversation(self, conv: Conversation, out: list[Record]) -> None:
-        for held in list(conv.open_calls.values()):
+        """Emit what an LRU-evicted conversation held; `evictions` counts events, not conversations,
+        so the metric equals the number of `evicted` orphans it explains."""
+        held_events = list(conv.open_calls.values())
+        for waiting in conv.pending_results.values():
+            held_events.extend(waiting)
+        self.evictions["conversations"] += len(held_events)
+        for held in held_events:
             self._emit_orphan(held, "evicted", out)
-        for waiting in list(conv.pending_results.values()):
-            for held in list(waiting):
-                self._emit_orphan(held, "evicted", out)
 
     def _hold(self, event: ToolEvent, conv: Conversation, ts: float, deadline: float) -> Held:
         held = Held(event, self._next_seq(), ts, deadline, conv)

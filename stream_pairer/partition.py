@@ -140,6 +140,7 @@ class PartitionState:
         self.dirty = False  # something to commit since the last commit
         self.records_fed = 0
         self.replay_skipped = 0  # records a checkpointed replay did not need to process again
+        self.missed: list[tuple[int, int]] = []  # held events the replay could not find (see ReplayFilter)
         self._evictions_seen: dict[str, int] = {}
         self._formats_seen: dict[str, int] = {}
         if restore is not None:
@@ -175,8 +176,12 @@ class PartitionState:
             self.last_processed = offset
             self.dirty = True
             self.records_fed += 1
-        if self.replay is not None and not self.replay.active:
-            self.replay = None
+        if self.replay is not None:
+            if self.replay.missed:
+                self.missed.extend(self.replay.missed)
+                self.replay.missed = []
+            if not self.replay.active:
+                self.replay = None
         self.clock.observe(self.engine.now_ms, wall_ms)
         self._observe_evictions()
         return out

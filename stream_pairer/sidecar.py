@@ -185,7 +185,6 @@ class Sidecar:
         self._unopened: set[TopicPartition] = set()
         self._open_backoff = Backoff(config.backoff_initial_s, config.backoff_max_s)
         self._open_retry_at = 0.0
-        self._epoch = 0
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -421,7 +420,6 @@ class Sidecar:
         self._parked.clear()
         self._unopened.clear()
         self._last_commit.clear()
-        self._epoch += 1
         self.metrics.set_assigned_partitions(0)
         consumer, self._consumer = self._consumer, None
         delivery, self._delivery = self._delivery, None
@@ -460,7 +458,9 @@ class Sidecar:
                 raise _SessionEnded(f"the repartition stage stopped: {err}")
             if self._unopened or self._parked:
                 await self._open_assigned(consumer)
-            epoch = self._epoch
+            # The state objects the fetch is for: a partition reset, reopened or moved meanwhile gets
+            # a new object (and a seek), so records fetched for the old one are not fed to it.
+            fetching_for = dict(self.states)
             try:
                 batch = await consumer.getmany(timeout_ms=poll_ms, max_records=cfg.max_records)
             except KafkaError as err:
@@ -471,17 +471,17 @@ class Sidecar:
                 continue
             fetched_at = time.monotonic()
             async with self._lock:
-                if epoch != self._epoch:
-                    continue  # a rebalance happened meanwhile: positions were reset, refetch
                 wall_ms = self._wall() * 1000
                 if batch:
                     self.metrics.mark_consumed()
                 for tp, msgs in batch.items():
                     st = self.states.get(tp)
-                    if st is not None and msgs:
-                        await self._send(tp, st.feed(msgs, wall_ms), fetched_at)
-                        if st.replay is not None and st.replay.missed:
-                            self._report_missed(tp, st)
+                    if st is None or not msgs or fetching_for.get(tp) is not st:
+                        continue
+                    assert isinstance(st, PartitionState)
+                    await self._send(tp, st.feed(msgs, wall_ms), fetched_at)
+                    if st.missed:
+                        self._report_missed(tp, st)
                 if ticks.due(time.monotonic()):
                     await self._tick(consumer, wall_ms)
                 if commits is None or commits.due(time.monotonic()):
@@ -568,11 +568,9 @@ class Sidecar:
             with contextlib.suppress(Exception):
                 self._consumer.pause(tp)
         self._unopened.add(tp)
-        self._epoch += 1
 
     def _report_missed(self, tp: TopicPartition, st: PartitionState) -> None:
-        assert st.replay is not None
-        missed, st.replay.missed = st.replay.missed, []
+        missed, st.missed = st.missed, []
         log.error(
             "partition %s: %d held event(s) were deleted from the log before they could be replayed "
             "(retention shorter than call timeout + downtime?): %s",
@@ -612,7 +610,6 @@ class Sidecar:
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         """Before the group rebalances: commit what was processed, park the state (not flushed)."""
         async with self._lock:
-            self._epoch += 1
             mine = {tp: st for tp, st in self.states.items() if tp in revoked}
             if mine and self._consumer is not None and self._delivery is not None:
                 try:
@@ -630,7 +627,6 @@ class Sidecar:
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         """After the rebalance: pause the new partitions until the loop has opened them."""
-        self._epoch += 1
         self.metrics.observe_rebalance()
         consumer = self._consumer
         for tp in assigned:
@@ -673,7 +669,6 @@ class Sidecar:
                     ", ".join(tp_key(tp) for tp in todo), self._open_backoff.attempt,
                     classify(err, during="open partitions"), delay,
                 )  # fmt: skip
-            self._epoch += 1
 
     async def _open(self, consumer: AIOKafkaConsumer, todo: list[TopicPartition]) -> None:
         assert self._delivery is not None and self._admin is not None and self._store is not None

@@ -162,7 +162,7 @@ def test_conversation_limit_evicts_lru_and_emits() -> None:
     # "b" was least recently used
     assert kinds(out) == [("orphan_call", "evicted")]
     assert out[0]["conversation_id"] == "b"
-    assert e.open_conversations == 2 and e.evictions["conversations"] == 1
+    assert e.open_conversations == 2 and e.evictions["conversations"] == 1  # one held event evicted
 
 
 def test_calls_per_conversation_limit_evicts_oldest_call() -> None:

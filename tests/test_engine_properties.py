@@ -127,3 +127,16 @@ def test_held_bytes_never_exceed_limit(case: tuple[list[ToolEvent], EngineConfig
 def test_deterministic(case: tuple[list[ToolEvent], EngineConfig, list[int]]) -> None:
     stream, config, ticks = case
     assert _run(stream, config, ticks) == _run(stream, config, ticks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_eviction_counter_equals_evicted_orphans(
+    case: tuple[list[ToolEvent], EngineConfig, list[int]],
+) -> None:
+    stream, config, _ = case
+    engine = Engine(config)
+    out: list[dict[str, Any]] = []
+    for ev in stream:
+        out += engine.process(ev)
+    assert sum(engine.evictions.values()) == sum(1 for r in out if r.get("reason") == "evicted")

@@ -355,3 +355,17 @@ def test_lineage_headers_round_trip_and_garbage_falls_back() -> None:
     assert source_from_headers([("sp-src-topic", b"in")], via) == via
     assert source_from_headers([*lineage_headers("in", 1, 2)[:2], ("sp-src-offset", b"NaN")], via) == via
     assert source_from_headers(None, via) == via
+
+
+def test_held_events_deleted_before_the_replay_are_reported() -> None:
+    s0 = state()
+    log = log_of(
+        [rec("c", "tool_call", "a", T0), rec("c", "tool_call", "b", T0), rec("d", "tool_call", "z", T0)]
+    )
+    s0.feed(log, wall_ms=0.0)
+    cp = s0.checkpoint("g", "t")
+    assert cp is not None and cp.held == ((0, 0), (1, 0), (2, 0))
+    s1 = state(start=0, restore=cp)
+    s1.feed(log[2:], wall_ms=0.0)  # offsets 0 and 1 were deleted by retention before the replay
+    assert s1.missed == [(0, 0), (1, 0)] and not s1.restoring
+    assert s1.engine.open_calls == 1
