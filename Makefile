@@ -12,12 +12,12 @@ ENGINE_RECORDS ?= 300000
 SOAK_SECONDS ?= 600
 LATENCY_SECONDS ?= 60
 
-.PHONY: bench bench-deps bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak
+.PHONY: bench bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak
 
-bench: bench-deps bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-soak
+bench: bench-deps bench-engine bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak
 
 bench-deps:
-	$(PYTHON) -m pip install -q -e '.[dev]' pyinstrument py-spy quixstreams
+	$(PYTHON) -m pip install -q -e '.[dev,bench]'
 	command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	$(PYTHON) scripts/kafka_broker.py resolve
 
@@ -34,9 +34,11 @@ bench-profile:
 bench-e2e:
 	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --partitions $(PARTITIONS)
 
-# Part 6: 1, 2, 4 partitions with as many sidecar processes.
+# Part 6: 1, 2, 4 partitions with as many processes (sidecar and the aiokafka passthrough), and
+# 1, 2, 4 partitions read by one sidecar process.
 bench-scaling:
-	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --scaling 1 2 4 --runners sidecar
+	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --scaling 1 2 4 --runners aiokafka sidecar
+	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --scaling 1 2 4 --single-process --runners sidecar
 
 # Part 5: latency at half of the best sidecar rate measured by bench-e2e.
 bench-latency:
@@ -46,4 +48,9 @@ bench-latency:
 bench-soak:
 	$(PYTHON) bench/soak.py --duration $(SOAK_SECONDS)
 
-bench-memory: bench-soak
+# Part 4 (detail): bytes per open conversation by allocation site, against the held-bytes estimate.
+bench-memory-breakdown:
+	$(PYTHON) bench/memory_breakdown.py --conversations 20000
+	$(PYTHON) bench/state_growth.py
+
+bench-memory: bench-memory-breakdown bench-soak

@@ -20,6 +20,10 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+# Benchmark this checkout, whatever `pip install -e` last pointed the installed package at: the
+# scripts import stream_pairer after this module, and child processes get it through PYTHONPATH.
+sys.path.insert(0, str(ROOT))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
 
 def loadavg() -> str:
@@ -66,7 +70,14 @@ def machine() -> dict[str, Any]:
         "quixstreams": version("quixstreams"),
         "confluent-kafka": version("confluent-kafka"),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "stream_pairer": _package_path(),
     }
+
+
+def _package_path() -> str:
+    import stream_pairer  # noqa: PLC0415 - imported late, after sys.path points at this checkout
+
+    return str(Path(stream_pairer.__file__).parent)
 
 
 def git_rev() -> str:

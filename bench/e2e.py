@@ -83,8 +83,12 @@ def plan_aiokafka(eos: bool, batch_bytes: int = 16384) -> Callable[..., Plan]:
             out,
             "--batch-bytes",
             str(batch_bytes),
+            "--group",
+            f"passthrough-{uuid.uuid4().hex[:6]}",
         ]
-        return Plan([cmd + (["--exactly-once"] if eos else [])], out, n, [out])
+        if eos:
+            cmd.append("--exactly-once")
+        return Plan([cmd] * (a.processes or 1), out, n, [out])
 
     return plan
 
@@ -209,6 +213,9 @@ def main() -> int:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--runners", nargs="+", default=list(RUNNERS), choices=list(RUNNERS))
     p.add_argument("--scaling", type=int, nargs="+", help="partition counts; P runner processes each")
+    p.add_argument(
+        "--single-process", action="store_true", help="with --scaling: one runner process whatever P"
+    )
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one run's outputs")
     p.add_argument("--metrics-port", type=int, default=19400)
@@ -224,7 +231,7 @@ def main() -> int:
     try:
         if args.scaling:
             for parts in args.scaling:
-                args.processes = parts
+                args.processes = 1 if args.single_process else parts
                 for name in args.runners:
                     for _ in range(args.repeat):
                         rows.append(run_one(broker, name, data, parts, args))

@@ -34,6 +34,19 @@ from stream_pairer.engine import Engine, EngineConfig
 from stream_pairer.pipeline import Pipeline
 
 GC_MODE = "default"
+GC_PAUSES: list[float] = []  # seconds of each cyclic-GC collection during the timed loop
+_gc_started = [0.0]
+
+
+def _gc_callback(phase: str, info: dict[str, Any]) -> None:
+    """Times every collection: with a million held objects, full collections are a real cost."""
+    if phase == "start":
+        _gc_started[0] = time.perf_counter()
+    else:
+        GC_PAUSES.append(time.perf_counter() - _gc_started[0])
+
+
+gc.callbacks.append(_gc_callback)
 
 
 def engine_config(conversations: int, dt_ms: float) -> EngineConfig:
@@ -70,6 +83,7 @@ def run(
         gc.disable()
     n_out = 0
     n_bytes = 0
+    GC_PAUSES.clear()
     c0 = time.thread_time()
     t0 = time.perf_counter()
     for i, (key, raw) in enumerate(records, offset0):
@@ -221,6 +235,9 @@ def bench_one(k: int, n: int, args: argparse.Namespace) -> dict[str, Any]:
             "rss_before_warmup_mib": round(rss0 / 2**20),
             "rss_after_warmup_mib": round(rss_warm / 2**20),
             "rss_end_mib": round(common.rss_bytes() / 2**20),
+            "gc_seconds": round(sum(GC_PAUSES), 3),
+            "gc_collections": len(GC_PAUSES),
+            "gc_max_pause_ms": round(1000 * max(GC_PAUSES, default=0.0), 1),
             "tagger": not args.no_tagger,
             "gc": args.gc,
             "profiled": bool(args.profile and rep == 0),
@@ -231,7 +248,8 @@ def bench_one(k: int, n: int, args: argparse.Namespace) -> dict[str, Any]:
             f"  rep {rep + 1}: {common.fmt_rate(rate)} records/s wall, {common.fmt_rate(recs / cpu)} "
             f"records/CPU-s ({common.fmt_rate(events / secs)} tool events/s wall, "
             f"{row['us_per_record']} us/record wall, {1e6 * cpu / recs:.2f} us CPU)"
-            f"{' [profiled]' if row['profiled'] else ''}; "
+            f"{' [profiled]' if row['profiled'] else ''}; cyclic GC {row['gc_seconds']}s in "
+            f"{row['gc_collections']} collections (longest {row['gc_max_pause_ms']} ms); "
             f"open conversations {engine.open_conversations:,}, open calls {engine.open_calls:,}, "
             f"held {engine.held_bytes / 2**20:,.0f} MiB, RSS {row['rss_before_warmup_mib']:,} -> "
             f"{row['rss_after_warmup_mib']:,} -> {row['rss_end_mib']:,} MiB; load {load_before} -> "

@@ -10,6 +10,7 @@ emitted everything (unanswered calls time out after --call-timeout), and audits 
 outputs (read_committed). Trial types:
 
   kill-alo / kill-eos  kill -9 of the sidecar at random points (1-3 kills per trial), restart
+  repartition-alo/-eos the same with unkeyed input and --repartition (two stages)
   broker-restart       the broker stopped (or killed) and restarted mid-run; the sidecar keeps running
   cluster-kill         3 KRaft brokers, topics with replication factor 3, one broker killed mid-run
   rebalance-alo/-eos   two sidecars in one group: a second one added mid-run, then the first killed
@@ -313,7 +314,10 @@ async def create_topic(bootstrap: str, partitions: int, replication: int = 1, pr
 
 
 async def produce(
-    bootstrap: str, topic: str, records: list[tuple[bytes, Callable[[float], bytes]]], rate: float | None
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, Callable[[float], bytes]]],
+    rate: float | None,
 ) -> float:
     """Send the records in order at about `rate` records/s (None: as fast as possible); returns the
     achieved rate. acks=all + idempotence: what is acknowledged is in the log exactly once."""
@@ -590,17 +594,25 @@ class Context:
     broker: KafkaBroker | None = None  # the shared broker of the kill/rebalance/overload trials
 
 
-async def trial_kill(ctx: Context, rng: random.Random, exactly_once: bool, kind: str) -> TrialResult:
-    """kill -9 of the sidecar at random points while input flows; restart after a random pause."""
+async def trial_kill(
+    ctx: Context, rng: random.Random, exactly_once: bool, kind: str, repartition: bool = False
+) -> TrialResult:
+    """kill -9 of the sidecar at random points while input flows; restart after a random pause.
+    With `repartition`, the input is not keyed by conversation (no message key: records of one
+    conversation land on every partition) and the sidecar runs --repartition (two stages)."""
     assert ctx.broker is not None
     started = time.monotonic()
     bootstrap = ctx.broker.bootstrap
     topic = await create_topic(bootstrap, partitions=3)
-    side = SidecarProc("k", bootstrap, topic, f"g-{topic}", ctx.workdir, exactly_once=exactly_once)
+    extra = ("--repartition",) if repartition else ()
+    side = SidecarProc(
+        "k", bootstrap, topic, f"g-{topic}", ctx.workdir, exactly_once=exactly_once, extra=extra
+    )
     side.start()
     traffic = make_traffic(rng, rng.randint(150, 400))
+    records = [(None, make) for _, make in traffic.records] if repartition else traffic.records
     duration = rng.uniform(4.0, 8.0)
-    producing = asyncio.create_task(produce(bootstrap, topic, traffic.records, len(traffic) / duration))
+    producing = asyncio.create_task(produce(bootstrap, topic, records, len(traffic) / duration))
     kills = rng.randint(1, 3)
     points = sorted(rng.uniform(0.3, duration + 2.0) for _ in range(kills))
     t0 = time.monotonic()
@@ -613,6 +625,8 @@ async def trial_kill(ctx: Context, rng: random.Random, exactly_once: bool, kind:
     report = await settle(bootstrap, topic, exactly_once, check=side.check)
     side.stop()
     note = f"{side.kills} kills at {', '.join(f'{p:.1f}' for p in points)} s"
+    if repartition:
+        note += " (--repartition, unkeyed input)"
     return _result(kind, report, [side], started, note=note, exactly_once=exactly_once)
 
 
@@ -794,6 +808,8 @@ TrialFn = Callable[[Context, random.Random], Awaitable[TrialResult]]
 TRIALS: dict[str, TrialFn] = {
     "kill-alo": lambda ctx, rng: trial_kill(ctx, rng, False, "kill-alo"),
     "kill-eos": lambda ctx, rng: trial_kill(ctx, rng, True, "kill-eos"),
+    "repartition-alo": lambda ctx, rng: trial_kill(ctx, rng, False, "repartition-alo", True),
+    "repartition-eos": lambda ctx, rng: trial_kill(ctx, rng, True, "repartition-eos", True),
     "broker-restart": lambda ctx, rng: trial_broker_restart(ctx, rng, rng.random() < 0.5, "broker-restart"),
     "cluster-kill": lambda ctx, rng: trial_cluster(ctx, rng, rng.random() < 0.5, "cluster-kill"),
     "rebalance-alo": lambda ctx, rng: trial_rebalance(ctx, rng, False, "rebalance-alo"),
@@ -804,13 +820,23 @@ SHORT = {"kill-alo": 2, "kill-eos": 2, "broker-restart": 1}
 LONG = {
     "kill-alo": 20,
     "kill-eos": 20,
+    "repartition-alo": 2,
+    "repartition-eos": 2,
     "broker-restart": 4,
     "cluster-kill": 2,
     "rebalance-alo": 3,
     "rebalance-eos": 3,
     "overload": 1,
 }
-SHARED_BROKER = {"kill-alo", "kill-eos", "rebalance-alo", "rebalance-eos", "overload"}
+SHARED_BROKER = {
+    "kill-alo",
+    "kill-eos",
+    "repartition-alo",
+    "repartition-eos",
+    "rebalance-alo",
+    "rebalance-eos",
+    "overload",
+}
 
 
 async def run_trials(

@@ -10,7 +10,8 @@ Why it is built this way:
 * Memory. Audits run over millions of events, so nothing per event is a Python object. Each input
   stream (a file, or a topic-partition) keeps flat arrays: `starts` (8 bytes per record: where the
   record's events begin in the slot arrays), and per event slot one type byte, one count byte
-  (saturating at 255) and a 4-byte fingerprint. About 14 bytes per event, whatever the payload.
+  (saturating at 255) and a 4-byte fingerprint: 6 bytes per event plus 8 per record, whatever the
+  payload.
 * The fingerprint is a 32-bit hash of (conversation id, event id) for an event, or of the reason for
   an unreadable record. It lets the audit check what a pair or an orphan says about each member (the
   id, the conversation, the match rule) against what the input says, without keeping the strings.

@@ -12,15 +12,17 @@ The properties, checked on every run:
   output record, each unreadable record in exactly one dead letter, pairs agree with the ids.
 
 The suite runs a few thousand records (`STREAM_PAIRER_FUZZ_RECORDS` raises it); the 100k run is this
-file as a script, which prints its figures:
+file as a script, which prints its figures; with atheris installed, a coverage-guided run too:
 
     python tests/test_fuzz.py --records 100000 --seed 1
+    python tests/test_fuzz.py --atheris -max_total_time=300
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import json
 import os
 import random
@@ -116,9 +118,14 @@ def _schema_files() -> list[Path]:
 SCHEMA_FILES = _schema_files()
 
 
+@functools.cache
+def schemas() -> ToolSchemaRegistry | None:
+    return ToolSchemaRegistry.load(*SCHEMA_FILES) if SCHEMA_FILES else None
+
+
 def tagger() -> FailureTagger:
     """The failure tagger is on the read path of every run, so it is fuzzed too, with schemas."""
-    return FailureTagger(ToolSchemaRegistry.load(*SCHEMA_FILES) if SCHEMA_FILES else None)
+    return FailureTagger(schemas())
 
 
 # --------------------------------------------------------------------------------------------- mutators
@@ -527,7 +534,34 @@ def test_huge_and_deep_records_are_dead_letters_with_reasons() -> None:
 # --------------------------------------------------------------------------------------------- script
 
 
+def atheris_main(libfuzzer_args: list[str]) -> int:
+    """Coverage-guided fuzzing with atheris (libFuzzer), when it is installed (`pip install atheris`:
+    not a project dependency). Each input is split into lines, fed as records through a fresh
+    pipeline and audited; any exception or conservation failure is a finding. The corpus starts
+    from the sample records; libFuzzer options pass through (e.g. -max_total_time=300)."""
+    import atheris  # noqa: PLC0415 - optional
+
+    atheris.instrument_all()
+    corpus = Path(os.environ.get("STREAM_PAIRER_FUZZ_CORPUS", "/tmp/stream-pairer-fuzz-corpus"))
+    corpus.mkdir(parents=True, exist_ok=True)
+    for i, seed in enumerate(SEEDS):
+        (corpus / f"seed-{i:03d}").write_bytes(seed)
+
+    def one_input(data: bytes) -> None:
+        run = FuzzRun()
+        for line in data.split(b"\n")[:32]:
+            run.feed(line, None)
+        run.finish()
+
+    atheris.Setup([sys.argv[0], *libfuzzer_args, str(corpus)], one_input)
+    atheris.Fuzz()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--atheris"]:
+        return atheris_main(argv[1:])
     parser = argparse.ArgumentParser(description="the long fuzz run: mutated records of every format")
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from pathlib import Path
 import orjson
 
 from stream_pairer.audit import Auditor, AuditReport, render
-from stream_pairer.config import add_option, env_name, positive_float, positive_int
+from stream_pairer.config import add_option, positive_float, positive_int
 from stream_pairer.fileio import OUTPUT_FILES, InputError, read_lines
 from stream_pairer.formats import DEFAULT_CONFIG, FormatConfig
 
@@ -59,13 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("read_committed", "read_uncommitted"),
         help="isolation level used to read the input topic (the sidecar's own)",
     )
-    # Not add_option: config.add_option passes `type=` to argparse, which store_true rejects.
-    eo_env = env_name("--exactly-once")
-    parser.add_argument(
+    add_option(
+        parser,
         "--exactly-once",
         action="store_true",
-        default=os.environ.get(eo_env, "").strip().lower() in ("1", "true", "yes", "on"),
-        help=f"the run promised exactly-once: duplicates fail the audit [env {eo_env}]",
+        default=False,
+        help="the run promised exactly-once: duplicates fail the audit",
     )
     add_option(
         parser,
