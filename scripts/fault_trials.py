@@ -49,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from kafka_broker import KafkaBroker, KafkaCluster, free_ports  # noqa: E402 - path set just above
+import kafka_broker  # noqa: E402 - path set just above
+from kafka_broker import KafkaBroker, KafkaCluster, free_ports  # noqa: E402
 
 from stream_pairer.audit import Auditor, AuditReport, render  # noqa: E402
 from stream_pairer.commands.audit import AuditReadError, audit_topics  # noqa: E402
@@ -293,24 +294,7 @@ def _turn(
 
 
 async def create_topic(bootstrap: str, partitions: int, replication: int = 1, prefix: str = "trial") -> str:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415
-
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication)])
-        deadline = time.monotonic() + 30
-        while True:
-            (meta,) = await admin.describe_topics([name])
-            leaders = [p["leader"] for p in meta["partitions"]]
-            if meta["error_code"] == 0 and len(leaders) == partitions and min(leaders) >= 0:
-                return name
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"topic {name} has no leaders after 30s: {meta}")
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
+    return await kafka_broker.create_topic(bootstrap, partitions, replication, prefix)
 
 
 async def produce(

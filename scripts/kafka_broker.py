@@ -422,6 +422,36 @@ def stop_dir(directory: Path, timeout: float = 30.0) -> bool:
     return True
 
 
+async def create_topic(
+    bootstrap: str, partitions: int = 1, replication: int = 1, prefix: str = "topic", wait_s: float = 30.0
+) -> str:
+    """Create a uniquely named topic and wait until every partition has a leader: a freshly created
+    topic answers produce and fetch requests with errors until then, which would make the first
+    seconds of every test and trial flaky. aiokafka is imported here so that `resolve` and `start`
+    keep working before the project's dependencies are installed (CI resolves the jars first)."""
+    import asyncio  # noqa: PLC0415 - only the async helper needs it
+    import uuid  # noqa: PLC0415
+
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415 - see docstring
+
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication)])
+        deadline = time.monotonic() + wait_s
+        while True:
+            (meta,) = await admin.describe_topics([name])
+            leaders = [p["leader"] for p in meta["partitions"]]
+            if meta["error_code"] == 0 and len(leaders) == partitions and min(leaders) >= 0:
+                return name
+            if time.monotonic() > deadline:
+                raise KafkaToolError(f"topic {name} has no leaders after {wait_s:.0f}s: {meta}")
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)

@@ -25,3 +25,19 @@ def parse_file(name: str, key: str | None = None) -> list[list[ToolEvent]]:
 def brief(ev: ToolEvent) -> tuple[Any, ...]:
     """(kind, id, name, is_error): the fields the pairing rules look at."""
     return ("call" if ev.is_call else "result", ev.id, ev.name, ev.is_error)
+
+
+# Every dead-letter reason code the format layer may give. They are metric label values and alert
+# inputs, so the tests pin the set: a new code must be added here, with a test of its own.
+DEAD_LETTER_REASONS = frozenset(
+    {
+        "too_large",
+        "invalid_utf8",
+        "invalid_json",
+        "not_an_object",
+        "unknown_shape",
+        "missing_conversation_id",
+        "wrong_type",
+        "missing_field",
+    }
+)

@@ -25,7 +25,7 @@ from stream_pairer.audit import (
     render,
 )
 from stream_pairer.cli import main
-from stream_pairer.commands.audit import audit_files
+from stream_pairer.commands.audit import audit_files, expand_topics
 
 # One conversation per format the run must handle, plus the unreadable and the eventless.
 INPUT: list[Any] = [
@@ -309,3 +309,14 @@ def test_store_stays_compact_per_event() -> None:
     held = sum(sys.getsizeof(a) for a in (s.starts, s.types, s.counts, s.prints))
     assert s.slots == n
     assert held / n < 20, f"{held / n:.1f} bytes per event"
+
+
+def test_output_topic_templates_expand_per_input_topic_as_run_does() -> None:
+    # The defaults of `run --pairs-topic ...` are templates; the audit must name the same topics.
+    assert expand_topics(["{topic}.pairs", "{topic}.orphans"], ["a", "b"]) == [
+        "a.pairs",
+        "b.pairs",
+        "a.orphans",
+        "b.orphans",
+    ]
+    assert expand_topics(["all-pairs", "{topic}.dl", "all-pairs"], ["a"]) == ["all-pairs", "a.dl"]

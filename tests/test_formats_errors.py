@@ -11,6 +11,7 @@ import pytest
 
 from stream_pairer.formats import DEFAULT_CONFIG, FormatConfig, parse_record
 from stream_pairer.model import FormatError, ToolEvent
+from tests.formats_helpers import DEAD_LETTER_REASONS
 
 SRC = {"topic": "ai-logs", "partition": 3, "offset": 1207}
 
@@ -347,16 +348,7 @@ def test_missing_field(rec: dict[str, Any], detail: str) -> None:
 
 def test_every_reason_has_a_test_above() -> None:
     """The reason codes are metric label values: the set must not drift silently."""
-    reasons = {
-        "too_large",
-        "invalid_utf8",
-        "invalid_json",
-        "not_an_object",
-        "unknown_shape",
-        "missing_conversation_id",
-        "wrong_type",
-        "missing_field",
-    }
+    reasons = DEAD_LETTER_REASONS
     src = Path(__file__).read_text(encoding="utf-8")
     for r in reasons:
         assert f"def test_{r}" in src

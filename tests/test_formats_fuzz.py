@@ -17,18 +17,9 @@ from hypothesis import strategies as st
 
 from stream_pairer.formats import FORMATS, FormatConfig, parse_record
 from stream_pairer.model import CALL, RESULT, FormatError, ToolEvent, format_ts
-from tests.formats_helpers import SAMPLES
+from tests.formats_helpers import DEAD_LETTER_REASONS, SAMPLES
 
-REASONS = {
-    "too_large",
-    "invalid_utf8",
-    "invalid_json",
-    "not_an_object",
-    "unknown_shape",
-    "missing_conversation_id",
-    "wrong_type",
-    "missing_field",
-}
+REASONS = DEAD_LETTER_REASONS
 SRC = {"file": "fuzz.jsonl", "line": 1}
 
 KEYS = [

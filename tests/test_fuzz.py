@@ -42,7 +42,7 @@ if __package__ in (None, ""):  # run as a script: make `stream_pairer` importabl
 
 from stream_pairer.audit import Auditor, AuditReport, render
 from stream_pairer.engine import Engine, EngineConfig
-from stream_pairer.formats import DEFAULT_CONFIG, parse_record
+from stream_pairer.formats import DEFAULT_CONFIG, FORMATS, parse_record
 from stream_pairer.model import FormatError
 from stream_pairer.pipeline import Pipeline
 from stream_pairer.tagging import FailureTagger
@@ -363,17 +363,7 @@ def test_seeds_cover_every_format_and_pair_cleanly() -> None:
         except FormatError:
             continue  # the samples include deliberately unreadable lines
         formats.update(ev.format for ev in events)
-    missing = {
-        "canonical",
-        "anthropic",
-        "claude_code",
-        "openai_chat",
-        "openai_legacy",
-        "openai_responses",
-        "bedrock",
-        "gemini",
-        "mcp",
-    } - set(formats)
+    missing = set(FORMATS) - set(formats)
     assert not missing, f"no seed events of {missing}"
 
 

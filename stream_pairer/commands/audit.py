@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="OUT",
         help="files mode: the output directory or output files; topics mode: output "
-        "topics (default <input-topic>.pairs, .orphans, .dead-letter)",
+        "topics, with {topic} expanded for each input topic as `run` does "
+        "(default {topic}.pairs {topic}.orphans {topic}.dead-letter)",
     )
     add_option(parser, "--bootstrap-servers", help="Kafka bootstrap servers: audit topics instead of files")
     add_option(parser, "--input-topic", action="append", help="input topic of the run (repeatable)")
@@ -101,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
         if args.bootstrap_servers:
             if not args.input_topic:
                 return _usage("--bootstrap-servers needs --input-topic")
-            outputs = args.outputs or [
-                f"{t}.{suffix}" for t in args.input_topic for suffix in ("pairs", "orphans", "dead-letter")
-            ]
+            outputs = expand_topics(
+                args.outputs or ["{topic}.pairs", "{topic}.orphans", "{topic}.dead-letter"], args.input_topic
+            )
             report = asyncio.run(
                 audit_topics(
                     auditor,
@@ -134,6 +135,17 @@ def run(args: argparse.Namespace) -> int:
         print(render(report, args.show))
         print(f"({elapsed:.2f} s)")
     return 0 if report.ok else 1
+
+
+def expand_topics(templates: list[str], input_topics: list[str]) -> list[str]:
+    """Output topic names as `run` derives them: a `{topic}` template names one topic per input
+    topic, so the audit accepts the very values given to `run --pairs-topic ...`. Order-preserving
+    and without repeats (two templates may name the same topic)."""
+    names: dict[str, None] = {}
+    for template in templates:
+        for topic in input_topics if "{topic}" in template else [template]:
+            names[template.replace("{topic}", topic)] = None
+    return list(names)
 
 
 def _usage(msg: str) -> int:

@@ -8,7 +8,6 @@ jars with Maven once, formats KRaft storage and runs `kafka.Kafka`. One broker s
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import sys
@@ -20,7 +19,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import kafka_broker as kb  # a script, not a package: found through the path set just above
@@ -91,22 +89,7 @@ def broker_factory(tmp_path: Path) -> Iterator[BrokerFactory]:
 
 async def create_topic(bootstrap: str, partitions: int = 1, replication: int = 1, prefix: str = "it") -> str:
     """Create a uniquely named topic and wait until every partition has a leader."""
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication)])
-        deadline = time.monotonic() + 15
-        while True:
-            (meta,) = await admin.describe_topics([name])
-            leaders = [p["leader"] for p in meta["partitions"]]
-            if meta["error_code"] == 0 and len(leaders) == partitions and min(leaders) >= 0:
-                return name
-            if time.monotonic() > deadline:
-                raise AssertionError(f"topic {name} has no leaders after 15s: {meta}")
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
+    return await kb.create_topic(bootstrap, partitions, replication, prefix, wait_s=15.0)
 
 
 @pytest.fixture

@@ -86,6 +86,18 @@ async def produce(
     return [(m.partition, m.offset) for m in metas]
 
 
+async def trickle(
+    bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | None]], chunk: int, pause_s: float
+) -> list[tuple[int, int]]:
+    """Produce `items` a few at a time with pauses, so that a kill lands while input is still
+    arriving (mid-batch, mid-transaction) rather than after a single burst."""
+    out: list[tuple[int, int]] = []
+    for i in range(0, len(items), chunk):
+        out += await produce(bootstrap, topic, items[i : i + chunk])
+        await asyncio.sleep(pause_s)
+    return out
+
+
 class OutputReader:
     """Reads the three output topics of one input topic from the start, read_committed."""
 

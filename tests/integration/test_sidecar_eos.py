@@ -28,6 +28,7 @@ from .sidecar_support import (
     identities,
     produce,
     summary,
+    trickle,
     two_phase_traffic,
 )
 
@@ -47,14 +48,7 @@ async def test_kill9_mid_transaction_then_restart_exactly_once(
         async with OutputReader(bootstrap, topic) as reader:  # phase 1 committed, 40 calls held
             await reader.until(lambda recs: len(identities(recs)) == len(placed) - 40)
 
-        async def trickle() -> list[tuple[int, int]]:
-            out: list[tuple[int, int]] = []
-            for i in range(0, len(phase2), 4):
-                out += await produce(bootstrap, topic, phase2[i : i + 4])
-                await asyncio.sleep(0.01)
-            return out
-
-        writer = asyncio.create_task(trickle())
+        writer = asyncio.create_task(trickle(bootstrap, topic, phase2, 4, 0.01))
         await asyncio.sleep(0.3)
         victim.kill()  # SIGKILL: transactions left open, outputs produced but never committed
         placed += await writer

@@ -29,6 +29,7 @@ from .sidecar_support import (
     produce,
     started,
     summary,
+    trickle,
     two_phase_traffic,
 )
 
@@ -94,14 +95,7 @@ async def test_kill9_mid_stream_at_least_once_loses_nothing(
         async with OutputReader(bootstrap, topic) as reader:  # phase 1 committed, 30 calls held
             await reader.until(lambda recs: len(identities(recs)) == len(placed) - 30)
 
-        async def trickle() -> list[tuple[int, int]]:
-            out: list[tuple[int, int]] = []
-            for i in range(0, len(phase2), 5):
-                out += await produce(bootstrap, topic, phase2[i : i + 5])
-                await asyncio.sleep(0.02)
-            return out
-
-        writer = asyncio.create_task(trickle())
+        writer = asyncio.create_task(trickle(bootstrap, topic, phase2, 5, 0.02))
         await asyncio.sleep(0.3)
         victim.kill()  # SIGKILL while input is still arriving: no shutdown, nothing flushed
         placed += await writer
