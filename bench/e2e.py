@@ -6,6 +6,8 @@ Runners, each reading the same records from a fresh multi-partition input topic:
   aiokafka        consume -> produce -> commit passthrough in Python: the Python ceiling
   aiokafka-eos    the same with a transaction per batch
   aiokafka-1mib   the at-least-once passthrough with 1 MiB producer batches instead of aiokafka's 16 KiB
+                  (the sidecar's own producer setting since kafka_io.MAX_BATCH_BYTES)
+  aiokafka-eos-1mib  the exactly-once passthrough with 1 MiB producer batches
   sidecar         stream-pairer run (at-least-once)
   sidecar-eos     stream-pairer run --exactly-once
   quix            the pairing job written in Quix Streams (bench/peers/quix_pairer.py)
@@ -22,6 +24,7 @@ steady rate, included in the wall rate). Prints figures; asserts nothing about s
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import uuid
@@ -148,11 +151,32 @@ RUNNERS: dict[str, Callable[..., Plan]] = {
     "aiokafka": plan_aiokafka(False),
     "aiokafka-eos": plan_aiokafka(True),
     "aiokafka-1mib": plan_aiokafka(False, 1 << 20),
+    "aiokafka-eos-1mib": plan_aiokafka(True, 1 << 20),
     "sidecar": plan_sidecar(False),
     "sidecar-eos": plan_sidecar(True),
     "quix": plan_quix(False),
     "quix-eos": plan_quix(True),
 }
+
+
+def cpu_seconds(procs: list[Any]) -> float:
+    """CPU time (user + system) used so far by the runner processes and their descendants, read
+    from /proc before they are stopped: less sensitive to the shared machine's load than rates.
+    It includes start-up (imports, group join), which the steady rate leaves out."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    todo = [p.pid for p in procs]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # utime, stime, cutime, cstime (stat fields 14-17): live children are read below, the
+        # children already reaped are in cutime/cstime.
+        total += sum(int(x) for x in fields[11:15])
+        todo.extend(kb._children(pid))
+    return total / tick
 
 
 def run_one(
@@ -169,6 +193,7 @@ def run_one(
     t_start = time.time()
     procs = [kb.spawn(c, log, plan.env) for c in plan.cmds]
     ok = kb.wait_outputs(b, None, plan.done_topic, plan.expected, args.timeout, procs=procs)
+    cpu_s = cpu_seconds(procs)
     load_after = common.loadavg()
     kb.stop(procs)
     m = kb.measure(b, plan.done_topic, t_start, data.records)
@@ -182,6 +207,8 @@ def run_one(
         "complete": ok and m.get("outputs", 0) >= plan.expected,
         **m,
         "load_s": round(load_s, 1),
+        "runner_cpu_s": round(cpu_s, 2),
+        "runner_cpu_us_per_record": round(1e6 * cpu_s / data.records, 1),
         "load_before": load_before,
         "load_after": load_after,
         "kafka": broker.version,
@@ -197,7 +224,8 @@ def run_one(
         f"steady {common.fmt_rate(m.get('steady_records_per_s', 0))} "
         f"records/s, wall {common.fmt_rate(m.get('wall_records_per_s', 0))} records/s "
         f"(outputs {m.get('outputs')}, span {m.get('span_s')}s, first output after "
-        f"{m.get('first_output_after_s')}s); load {load_before} -> {load_after}{status}",
+        f"{m.get('first_output_after_s')}s); runner CPU {cpu_s:.1f} s = "
+        f"{row['runner_cpu_us_per_record']} us/record; load {load_before} -> {load_after}{status}",
         flush=True,
     )
     if not args.keep_topics:
@@ -253,11 +281,13 @@ def summary(rows: list[dict[str, Any]]) -> None:
     print("\nsteady records/s (best of runs) and ratios:")
     for (name, parts), rate in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ratios = []
-        for ref in (("aiokafka-eos" if name.endswith("-eos") else "aiokafka"), "kcat"):
+        eos = name.endswith("-eos") or name.endswith("-eos-1mib")
+        refs = ("aiokafka-eos", "aiokafka-eos-1mib") if eos else ("aiokafka", "aiokafka-1mib")
+        for ref in (*refs, "kcat"):
             base = best.get((ref, parts))
             if base and name != ref:
                 ratios.append(f"{rate / base:.2f} of {ref}")
-        print(f"  P={parts} {name:13s} {common.fmt_rate(rate):>10s}  {', '.join(ratios)}")
+        print(f"  P={parts} {name:17s} {common.fmt_rate(rate):>10s}  {', '.join(ratios)}")
 
 
 if __name__ == "__main__":

@@ -240,6 +240,7 @@ def bench_one(k: int, n: int, args: argparse.Namespace) -> dict[str, Any]:
             "gc_max_pause_ms": round(1000 * max(GC_PAUSES, default=0.0), 1),
             "tagger": not args.no_tagger,
             "gc": args.gc,
+            "gc_threshold": list(gc.get_threshold()),
             "profiled": bool(args.profile and rep == 0),
             "load_before": load_before,
         }
@@ -280,16 +281,32 @@ def main() -> int:
     p.add_argument("--profile", action="store_true", help="profile the first run with pyinstrument")
     p.add_argument(
         "--gc",
-        choices=("default", "freeze", "off"),
+        choices=("default", "freeze", "off", "tuned"),
         default="default",
-        help="cyclic GC during the timed loop: as shipped, gc.freeze() after warm-up, or disabled",
+        help="cyclic GC during the timed loop: CPython's defaults, gc.freeze() after warm-up, "
+        "disabled, or tuned as the CLI commands do at start-up (stream_pairer.gctune.tune_gc)",
     )
+    p.add_argument(
+        "--gc-threshold",
+        type=int,
+        nargs=3,
+        metavar=("GEN0", "GEN1", "GEN2"),
+        default=None,
+        help="with --gc tuned: these thresholds instead of gctune.THRESHOLDS",
+    )
+    p.add_argument("--gc-no-freeze", action="store_true", help="with --gc tuned: no gc.freeze() at start-up")
     p.add_argument(
         "--stages", action="store_true", help="cost of each stage (loads, parse, pair, tag, dumps)"
     )
     args = p.parse_args()
     global GC_MODE  # noqa: PLW0603 - a run-wide switch set once from the command line
     GC_MODE = args.gc
+    if args.gc == "tuned":
+        from stream_pairer import gctune  # noqa: PLC0415 - after common put this checkout first
+
+        thresholds = tuple(args.gc_threshold) if args.gc_threshold else gctune.THRESHOLDS
+        gctune.tune_gc(thresholds, freeze=not args.gc_no_freeze)  # type: ignore[arg-type]
+        print(f"gc: thresholds {gc.get_threshold()}, frozen {gc.get_freeze_count():,}", flush=True)
     m = common.machine()
     print(f"machine: {m}; load {common.loadavg()}", flush=True)
     for k in args.conversations:

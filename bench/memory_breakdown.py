@@ -3,8 +3,9 @@
 
 Feeds the warm-up of K conversations (one open call turn each) into a fresh pipeline under
 tracemalloc and prints the bytes held per conversation by allocation site (file:line), next to the
-engine's own `held_bytes` estimate. The ratio says how far the held-bytes limit (which counts raw
-record bytes) is from the process's real memory.
+engine's own `held_bytes` estimate (engine.held_cost) and the raw sizes it is computed from. The
+traced / estimate ratio says how far the held-bytes limit is from the memory it is meant to bound;
+the engine's constants are calibrated with this script (see engine.py, HELD_BYTES_PER_*).
 
     python bench/memory_breakdown.py --conversations 20000
 """
@@ -41,11 +42,15 @@ def main() -> int:
     stats = after.compare_to(before, "lineno")
     total = sum(s.size_diff for s in stats)
     eng = pipeline.engine
+    held = list(eng.held())
+    raw_held = sum(h.event.size for h in held)
     print(
         f"K={k:,} conversations, {eng.open_calls:,} open calls, {len(ds.warmup):,} records of {raw_bytes:,} "
         f"raw bytes: engine state {total / 2**20:.1f} MiB = {total / k:,.0f} B per conversation; "
-        f"held_bytes gauge {eng.held_bytes / 2**20:.1f} MiB; "
-        f"state / held_bytes = {total / eng.held_bytes:.2f}"
+        f"held_bytes gauge (estimate) {eng.held_bytes / 2**20:.1f} MiB; "
+        f"state / held_bytes = {total / eng.held_bytes:.2f}; "
+        f"{len(held):,} held events of {raw_held / 2**20:.1f} MiB raw size "
+        f"({raw_held / k:,.0f} B per conversation), state / raw = {total / max(raw_held, 1):.2f}"
     )
     for s in stats[: a.top]:
         fr = s.traceback[0]
@@ -53,7 +58,15 @@ def main() -> int:
         print(f"  {s.size_diff / k:8,.0f} B/conv  {100 * s.size_diff / total:5.1f}%  {name}:{fr.lineno}")
     common.record(
         "memory_breakdown",
-        {"conversations": k, "state_bytes": total, "held_bytes": eng.held_bytes, "raw_bytes": raw_bytes},
+        {
+            "conversations": k,
+            "state_bytes": total,
+            "held_bytes": eng.held_bytes,
+            "held_raw_bytes": raw_held,
+            "held_events": len(held),
+            "raw_bytes": raw_bytes,
+            "load": common.loadavg(),
+        },
     )
     return 0
 

@@ -48,6 +48,20 @@ def slope_mib_per_min(samples: list[tuple[float, int]]) -> float:
     return (cov / var) * 60 / 2**20 if var else 0.0
 
 
+def orphans_by_reason(text: str) -> dict[str, float]:
+    """Bounding the closed ids trades late_result / duplicate_result diagnoses for no_call ones once
+    an id is forgotten; these counts make that trade visible."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("stream_pairer_orphans_total{"):
+            labels, value = line.rsplit(" ", 1)
+            kind = labels.split('kind="', 1)[1].split('"', 1)[0]
+            reason = labels.split('reason="', 1)[1].split('"', 1)[0]
+            if float(value):
+                out[f"{kind}:{reason}"] = float(value)
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bootstrap-servers")
@@ -173,6 +187,7 @@ def main() -> int:
         "rss_slope_second_half_mib_per_min": round(slope_mib_per_min(half), 2),
         "evictions": evicted,
         "timeout_orphans": timeouts,
+        "orphans_by_reason": orphans_by_reason(final_metrics),
         "exactly_once": args.exactly_once,
         "samples": samples,
         "kafka": broker.version,
@@ -183,7 +198,8 @@ def main() -> int:
         f"RSS first/mid/last/max {row['rss_first_mib']}/{row['rss_mid_mib']}/{row['rss_last_mib']}/"
         f"{row['rss_max_mib']} MiB; RSS slope over the second half "
         f"{row['rss_slope_second_half_mib_per_min']} MiB/min; evictions {evicted:.0f}, "
-        f"timeout orphans {timeouts:.0f}; load {common.loadavg()}",
+        f"timeout orphans {timeouts:.0f}; load {common.loadavg()}\norphans by reason: "
+        + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(row["orphans_by_reason"].items())),
         flush=True,
     )
     kb.delete_topics(b, topic)

@@ -313,7 +313,9 @@ def build_panels() -> list[Panel]:
     b.row("State and limits")
     b.timeseries(
         "Open conversations vs limit",
-        "Conversations holding open calls; past the limit the least recently used is evicted as orphans.",
+        "Conversations held (summed over the instance's partitions) against the limit times its "
+        "assigned partitions (the limit applies per partition); past it the least recently used "
+        "conversation's open events are evicted as orphans.",
         [
             (f"sum by (instance) ({sel('stream_pairer_open_conversations')})", "{{instance}} open"),
             (f"max by (instance) ({sel('stream_pairer_open_conversations_limit')})", "{{instance}} limit"),
@@ -322,8 +324,10 @@ def build_panels() -> list[Panel]:
         w=8,
     )
     b.timeseries(
-        "Held payload bytes vs limit",
-        "Approximate payload bytes held by open calls and pending results, against the configured limit.",
+        "Held bytes (estimated memory) vs limit",
+        "Estimated memory held by open calls and pending results (~5x their raw size), summed over "
+        "the instance's partitions, against the limit times its assigned partitions (the limit "
+        "applies per partition).",
         [
             (f"sum by (instance) ({sel('stream_pairer_held_bytes')})", "{{instance}} held"),
             (f"max by (instance) ({sel('stream_pairer_held_bytes_limit')})", "{{instance}} limit"),
@@ -368,7 +372,8 @@ def build_panels() -> list[Panel]:
     )
     b.timeseries(
         "Emit latency (wall time)",
-        "From a result's arrival to its output record being acknowledged.",
+        "From a result's arrival to the commit that made its output durable (includes the wait "
+        "for the next commit, --commit-interval).",
         quantiles("stream_pairer_emit_latency_seconds_bucket"),
         8,
         w=8,

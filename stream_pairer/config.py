@@ -72,6 +72,13 @@ def positive_int(value: str) -> int:
     return i
 
 
+def non_negative_int(value: str) -> int:
+    i = int(value)
+    if i < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return i
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     d = EngineConfig()
     g = parser.add_argument_group("pairing and state limits")
@@ -101,7 +108,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-conversations",
         type=positive_int,
         default=d.max_conversations,
-        help="conversations held at once; the least recently used is evicted past it",
+        help="conversations held at once, per input partition; the least recently used is evicted past it",
     )
     add_option(
         g,
@@ -115,7 +122,17 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-held-bytes",
         type=positive_int,
         default=d.max_held_bytes,
-        help="bytes of held payloads in all; the oldest held event is evicted past it",
+        help="estimated bytes of memory held by open calls and pending results (about 5x their "
+        "raw size, see engine.held_cost), per input partition; the oldest held event is evicted past it",
+    )
+    add_option(
+        g,
+        "--max-closed-ids",
+        type=non_negative_int,
+        default=d.max_closed_ids,
+        help="closed call ids remembered in all conversations, per input partition, to tell a duplicate "
+        "or late result from an unknown id; the oldest is forgotten past it (a later result for a "
+        "forgotten id waits --result-grace as an unknown id, then is an orphan with reason no_call)",
     )
     f = parser.add_argument_group("input records")
     add_option(
@@ -164,6 +181,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         max_conversations=args.max_conversations,
         max_calls_per_conversation=args.max_calls_per_conversation,
         max_held_bytes=args.max_held_bytes,
+        max_closed_ids=args.max_closed_ids,
     )
 
 

@@ -17,8 +17,13 @@ Rules, per conversation (ids are scoped to a conversation):
   a pairing, so a named result never pairs with a differently named call.
 * A second call with a still-open id supersedes the first, which is emitted (`superseded`).
 * Timers (event time): a call unanswered for `call_timeout_ms` is emitted (`timeout`).
-* Limits: conversations (LRU), open calls per conversation, held payload bytes. Hitting one emits
-  the oldest held events as orphans with `evicted`; nothing is dropped or grown silently.
+* Limits: conversations (LRU), open calls per conversation, held bytes (an estimate of the memory
+  the held events cost, see `held_cost`). Hitting one emits the oldest held events as orphans with
+  `evicted`; nothing is dropped or grown silently.
+* Closed ids are remembered (to tell a duplicate or late result from an unknown id) up to a limit
+  per conversation and one for the whole engine, oldest forgotten first. Forgetting one drops no
+  event: a later result for it is an unknown id, so it waits its grace (counted in held bytes) and
+  becomes `no_call`, or `evicted` if a limit pushes it out first.
 """
 
 from __future__ import annotations
@@ -36,6 +41,34 @@ from stream_pairer.model import ToolEvent, format_ts
 from stream_pairer.state import Conversation, Held
 
 Record = dict[str, Any]
+
+# What one held event costs in memory, as a linear estimate of its input size: the held-bytes limit
+# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs
+# (the decoded block and payload, the Held and ToolEvent objects, queue and index entries, the
+# tagger's per-call state). Calibrated with `python bench/memory_breakdown.py --conversations
+# 20000` (2026-12-03 06:14 UTC, working tree with the tagger's structural argument hash; datagen
+# records of 600-1450 B, 1.2 held calls per conversation): 102.9 MiB traced = 5,396 B per
+# conversation for 1,138 B of raw size (4.74x). The allocation sites that scale with the record
+# (the decoded block and payload 2,719 B, decoded argument strings 559 B) sum to 2.9x the raw size;
+# the rest, 2,118 B per conversation = ~1,770 B per held event (Held, ToolEvent, source dict, queue
+# and index entries, the tagger's hashes, the Conversation itself), does not depend on it. (Before
+# the tagger's change its orjson.dumps cached a UTF-8 copy of non-ASCII arguments: 6,143 B per
+# conversation, 3.6x + 1,700 B.) Re-run the command after changing what a held event keeps alive;
+# it prints this estimate next to the traced bytes.
+HELD_BYTES_PER_INPUT_BYTE = 2.9
+HELD_BYTES_PER_EVENT = 1_770
+
+
+def held_cost(size: int) -> int:
+    """Estimated bytes of memory held for an event of `size` input bytes. A pure function of the
+    size, so charging and releasing an event always move `held_bytes` by the same amount."""
+    return int(size * HELD_BYTES_PER_INPUT_BYTE) + HELD_BYTES_PER_EVENT
+
+
+# The idle-conversation sweep runs when stream time moved at least this much since the last one:
+# running it on every event cost ~3 % of the engine loop, and a TTL is minutes, not milliseconds.
+# Stream time only, so replaying the same input sweeps at the same points.
+IDLE_SWEEP_EVERY_MS = 1_000.0
 
 
 class Tagger(Protocol):
@@ -55,13 +88,20 @@ class EngineConfig:
     conversation_ttl_ms: float = 60 * 60_000.0
     max_conversations: int = 100_000
     max_calls_per_conversation: int = 1_000
+    # Estimated bytes (see `held_cost`), not raw input bytes.
     max_held_bytes: int = 256 * 1024 * 1024
     max_closed_ids_per_conversation: int = 256
+    # Closed ids remembered in all conversations together: the per-conversation limit alone let
+    # them grow to max_conversations x 256 entries (~160 B each: gigabytes at the defaults), the
+    # RSS creep of BENCHMARKS.md part 4. ~0.2 KB each with the engine-wide index.
+    max_closed_ids: int = 100_000
 
     def __post_init__(self) -> None:
         for name in ("max_conversations", "max_calls_per_conversation", "max_held_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.max_closed_ids < 0 or self.max_closed_ids_per_conversation < 0:
+            raise ValueError("max_closed_ids and max_closed_ids_per_conversation must be >= 0")
         if self.call_timeout_ms <= 0 or self.result_grace_ms < 0:
             raise ValueError("call_timeout_ms must be > 0 and result_grace_ms >= 0")
 
@@ -89,8 +129,12 @@ class Engine:
         self._convs: OrderedDict[str, Conversation] = OrderedDict()  # LRU order: oldest touch first
         self._held: dict[int, Held] = {}  # seq -> held, in arrival order: first is the oldest
         self._heap: list[tuple[float, int]] = []  # (deadline, seq); stale entries skipped lazily
+        # Every remembered closed id of every conversation, oldest closed first: the engine-wide
+        # bound forgets from the front. Mirrors the union of the conversations' `closed` maps.
+        self._closed: OrderedDict[tuple[Conversation, str], None] = OrderedDict()
         self._seq = 0
         self.now_ms = float("-inf")  # stream time: max event time seen or advanced to
+        self._next_sweep_ms = float("-inf")
         self.held_bytes = 0
         self.open_calls = 0
         self.pending_results = 0
@@ -129,6 +173,7 @@ class Engine:
             is_result = not held.event.is_call
             self._emit_orphan(held, result_reason if is_result and result_reason else reason, out)
         self._convs.clear()
+        self._closed.clear()
         self._heap.clear()
         return out
 
@@ -138,6 +183,7 @@ class Engine:
         n = len(self._held)
         self._held.clear()
         self._convs.clear()
+        self._closed.clear()
         self._heap.clear()
         self.held_bytes = self.open_calls = self.pending_results = 0
         return n
@@ -153,6 +199,12 @@ class Engine:
     @property
     def open_conversations(self) -> int:
         return len(self._convs)
+
+    @property
+    def closed_ids(self) -> int:
+        """Exposed for benchmarks and tests: this staying at or under `max_closed_ids` is what
+        keeps memory flat once every conversation has closed a few calls."""
+        return len(self._closed)
 
     # ------------------------------------------------------------------ rules
 
@@ -175,7 +227,10 @@ class Engine:
                 for dup in list(conv.pending_results.get(cid, ())):
                     self._emit_orphan(dup, "duplicate_result", out)
                 return
-            conv.closed.pop(cid, None)
+            if conv.closed.pop(cid, None) is not None:
+                del self._closed[(conv, cid)]
+                if not conv.closed:
+                    conv.closed = {}  # see _close_id
         if len(conv.open_calls) >= self.config.max_calls_per_conversation:
             self.evictions["calls_per_conversation"] += 1
             self._emit_orphan(next(iter(conv.open_calls.values())), "evicted", out)
@@ -234,6 +289,7 @@ class Engine:
             if len(self._convs) >= self.config.max_conversations:
                 _, lru = self._convs.popitem(last=False)
                 self._evict_conversation(lru, out)
+                self._forget_closed(lru)
             conv = Conversation(conversation_id)
             self._convs[conversation_id] = conv
         else:
@@ -254,7 +310,7 @@ class Engine:
     def _hold(self, event: ToolEvent, conv: Conversation, ts: float, deadline: float) -> Held:
         held = Held(event, self._next_seq(), ts, deadline, conv)
         self._held[held.seq] = held
-        self.held_bytes += event.size
+        self.held_bytes += held_cost(event.size)
         heapq.heappush(self._heap, (deadline, held.seq))
         return held
 
@@ -264,7 +320,7 @@ class Engine:
             return
         ev = held.event
         conv = held.conv
-        self.held_bytes -= ev.size
+        self.held_bytes -= held_cost(ev.size)
         if ev.is_call:
             conv.open_calls.pop(held.seq, None)
             if ev.id is not None and conv.calls_by_id.get(ev.id) is held:
@@ -281,10 +337,33 @@ class Engine:
     def _close_id(self, conv: Conversation, cid: str | None, how: str) -> None:
         if cid is None:
             return
-        conv.closed[cid] = how
-        conv.closed.move_to_end(cid)
-        if len(conv.closed) > self.config.max_closed_ids_per_conversation:
-            conv.closed.popitem(last=False)
+        closed = conv.closed
+        everywhere = self._closed
+        key = (conv, cid)
+        closed.pop(cid, None)  # re-inserted last: a plain dict keeps insertion order
+        closed[cid] = how
+        everywhere[key] = None
+        everywhere.move_to_end(key)
+        if len(closed) > self.config.max_closed_ids_per_conversation:
+            oldest = next(iter(closed))
+            del closed[oldest]
+            del everywhere[(conv, oldest)]
+        while len(everywhere) > self.config.max_closed_ids:
+            (owner, oldest), _ = everywhere.popitem(last=False)
+            del owner.closed[oldest]
+            if not owner.closed:
+                # A dict never shrinks its table on deletion: under the engine-wide bound each
+                # conversation's map keeps refilling and emptying, and its table would ratchet up to
+                # its busiest moment ever (measured: +7 MiB per 600k records at 100k conversations).
+                # An empty replacement has no table at all.
+                owner.closed = {}
+
+    def _forget_closed(self, conv: Conversation) -> None:
+        """Drop a departing conversation's closed ids from the engine-wide order, so that order
+        never keeps a dead conversation (and its tagger state) alive."""
+        everywhere = self._closed
+        for cid in conv.closed:
+            del everywhere[(conv, cid)]
 
     def _enforce_bytes(self, out: list[Record]) -> None:
         while self.held_bytes > self.config.max_held_bytes and self._held:
@@ -307,7 +386,9 @@ class Engine:
         if len(heap) > 2 * len(self._held) + 1024:
             self._heap = [(h.deadline_ms, h.seq) for h in self._held.values()]
             heapq.heapify(self._heap)
-        self._expire_idle(now_ms)
+        if now_ms >= self._next_sweep_ms:
+            self._next_sweep_ms = now_ms + IDLE_SWEEP_EVERY_MS
+            self._expire_idle(now_ms)
 
     def _expire_idle(self, now_ms: float) -> None:
         ttl = self.config.conversation_ttl_ms
@@ -317,6 +398,7 @@ class Engine:
             if conv.last_ts_ms + ttl > now_ms or not conv.is_idle():
                 return
             del convs[conv.conversation_id]
+            self._forget_closed(conv)
 
     # ------------------------------------------------------------------ output records
 

@@ -64,8 +64,8 @@ MAX_TOOL_NAME_CHARS: Final = 128
 TOOL_LATENCY_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 )  # fmt: skip
-# Wall time from a result's arrival to its output being acknowledged: milliseconds normally,
-# seconds when the producer is backed up.
+# Wall time from a result's arrival to the commit that made its output durable: up to the commit
+# interval (1 s at-least-once, 0.1 s exactly-once by default) normally, seconds when backed up.
 EMIT_LATENCY_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
@@ -167,22 +167,28 @@ class Metrics:
         )
         self.emit_latency = Histogram(
             "stream_pairer_emit_latency_seconds",
-            "Wall time from a tool result's arrival to its output record being acknowledged.",
+            "Wall time from a tool result's arrival to the commit that made its output record durable "
+            "(at-least-once: the commit step after the send was acknowledged; exactly-once: the "
+            "transaction commit); includes the wait for the next commit (--commit-interval).",
             buckets=EMIT_LATENCY_BUCKETS,
             registry=r,
         )
         # --- state and limits ---
         self.open_calls = Gauge(
-            "stream_pairer_open_calls", "Calls waiting for their result, held in memory.", registry=r
+            "stream_pairer_open_calls",
+            "Calls waiting for their result, held in memory, summed over the assigned partitions.",
+            registry=r,
         )
         self.open_conversations = Gauge(
             "stream_pairer_open_conversations",
-            "Conversations with at least one open call or pending result.",
+            "Conversations held in memory (open, or idle within the conversation TTL), summed over "
+            "the assigned partitions.",
             registry=r,
         )
         self.held_bytes = Gauge(
             "stream_pairer_held_bytes",
-            "Approximate payload bytes held by open calls and pending results.",
+            "Estimate of the memory held by open calls and pending results (about 5x their raw "
+            "size, see engine.held_cost), summed over the assigned partitions.",
             registry=r,
         )
         self.pending_results = Gauge(
@@ -192,17 +198,20 @@ class Metrics:
         )
         self.open_conversations_limit = Gauge(
             "stream_pairer_open_conversations_limit",
-            "Configured maximum of open conversations (STREAM_PAIRER_MAX_CONVERSATIONS).",
+            "Conversations this instance can hold: STREAM_PAIRER_MAX_CONVERSATIONS (a per-partition "
+            "limit) x assigned partitions, comparable with stream_pairer_open_conversations.",
             registry=r,
         )
         self.calls_per_conversation_limit = Gauge(
             "stream_pairer_calls_per_conversation_limit",
-            "Configured maximum of open calls per conversation (STREAM_PAIRER_MAX_CALLS_PER_CONVERSATION).",
+            "Configured maximum of open calls per conversation (STREAM_PAIRER_MAX_CALLS_PER_CONVERSATION); "
+            "per conversation, so not multiplied by partitions.",
             registry=r,
         )
         self.held_bytes_limit = Gauge(
             "stream_pairer_held_bytes_limit",
-            "Configured maximum of held payload bytes (STREAM_PAIRER_MAX_HELD_BYTES).",
+            "Held bytes this instance can hold: STREAM_PAIRER_MAX_HELD_BYTES (a per-partition limit) "
+            "x assigned partitions, comparable with stream_pairer_held_bytes.",
             registry=r,
         )
         self.evictions = Counter(
@@ -368,7 +377,7 @@ class Metrics:
         return label
 
     def observe_emit_latency(self, seconds: float) -> None:
-        """Wall seconds from a result's arrival to its output being acknowledged (produced/written)."""
+        """Wall seconds from a result's arrival to the commit that made its output durable."""
         self.emit_latency.observe(max(seconds, 0.0))
 
     # ------------------------------------------------------------ state/limits
@@ -381,11 +390,22 @@ class Metrics:
         self.pending_results.set(pending_results)
 
     def set_limits(
-        self, *, max_conversations: int, max_calls_per_conversation: int, max_held_bytes: int
+        self,
+        *,
+        max_conversations: int,
+        max_calls_per_conversation: int,
+        max_held_bytes: int,
+        partitions: int = 1,
     ) -> None:
-        self.open_conversations_limit.set(max_conversations)
+        """The limits are per partition (each partition's engine gets the whole configuration, so
+        that its state depends on its own input only and replay rebuilds it exactly), while the
+        state gauges are sums over the assigned partitions: the summable limits are published
+        multiplied by `partitions`, so that gauge / limit is the instance's fill ratio. Call it
+        again whenever the assignment changes; with no partition the capacity is 0, which the
+        alerts treat as "no limit to be near"."""
+        self.open_conversations_limit.set(max_conversations * partitions)
         self.calls_per_conversation_limit.set(max_calls_per_conversation)
-        self.held_bytes_limit.set(max_held_bytes)
+        self.held_bytes_limit.set(max_held_bytes * partitions)
 
     def observe_eviction(self, n: int, limit: str) -> None:
         """`n` open events evicted because `limit` was hit.

@@ -84,15 +84,22 @@ class ToolEvent:
 
 
 _SECOND_PREFIX: dict[int, str] = {}
+_TEXT: dict[float, str] = {}
+_TEXT_MAX: Final = 8192
 
 
 def format_ts(ts_ms: float | None) -> str | None:
     """RFC 3339 UTC with milliseconds: what warehouses parse without a format string.
 
-    Called four times per pair, so the "YYYY-MM-DDTHH:MM:SS." prefix is cached per second (events
-    cluster in time); the cache is cleared when it grows, which keeps it bounded."""
+    Called four times per pair (each side's `ts`, then `call_ts` and `result_ts` with the same two
+    values), so the whole string is remembered per timestamp: the last two calls of a pair are
+    dict hits. On a miss the "YYYY-MM-DDTHH:MM:SS." prefix is cached per second (events cluster in
+    time). Both caches are cleared when they grow, which keeps them bounded."""
     if ts_ms is None:
         return None
+    text = _TEXT.get(ts_ms)
+    if text is not None:
+        return text
     ms = int(ts_ms)
     sec, milli = divmod(ms, 1000)
     prefix = _SECOND_PREFIX.get(sec)
@@ -104,7 +111,11 @@ def format_ts(ts_ms: float | None) -> str | None:
         except (OverflowError, OSError, ValueError):
             return None  # outside what datetime can represent: no timestamp rather than a crash
         _SECOND_PREFIX[sec] = prefix
-    return f"{prefix}{milli:03d}Z"
+    text = f"{prefix}{milli:03d}Z"
+    if len(_TEXT) >= _TEXT_MAX:
+        _TEXT.clear()
+    _TEXT[ts_ms] = text
+    return text
 
 
 def event_key(source: Source, block: int) -> tuple[Any, ...]:

@@ -14,8 +14,10 @@ guarantees rest on is decided here, where unit tests can reach it without a brok
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Final, NamedTuple, Protocol
 
 from stream_pairer.checkpoint import Checkpoint, ReplayFilter
@@ -299,6 +301,14 @@ class PartitionState:
         if self.replay is not None and self.replay.active:
             held.extend(self.replay.pending())
             processed = max(processed, self.replay.processed)
+        # Sorted and unique, as `tuple(sorted(set(held)))` would give, but sorted before any set:
+        # the engine yields its events in arrival order, i.e. (nearly) in offset order, which
+        # Timsort takes in about one pass, whereas sorting a set's hash order costs n log n tuple
+        # comparisons (63 vs 7 ms for 120k held events, on every commit). Duplicates, if any,
+        # are then adjacent.
+        held.sort()
+        if any(map(operator.eq, held, islice(held, 1, None))):
+            held = sorted(set(held))
         now = self.engine.now_ms
         return Checkpoint(
             group=group,
@@ -307,7 +317,7 @@ class PartitionState:
             committed=committed,
             processed=processed,
             stream_ms=None if now == NEG_INF else now,
-            held=tuple(sorted(set(held))),
+            held=tuple(held),
             token=token,
         )
 

@@ -199,11 +199,7 @@ class Sidecar:
         self._connected = False
         self.sessions = 0  # sessions started (1 + reconnects), for tests and logs
         self.clean_exit = False
-        self.metrics.set_limits(
-            max_conversations=config.engine.max_conversations,
-            max_calls_per_conversation=config.engine.max_calls_per_conversation,
-            max_held_bytes=config.engine.max_held_bytes,
-        )
+        self._publish_assignment()
 
     # ================================================================== lifecycle
 
@@ -420,7 +416,7 @@ class Sidecar:
         self._parked.clear()
         self._unopened.clear()
         self._last_commit.clear()
-        self.metrics.set_assigned_partitions(0)
+        self._publish_assignment()
         consumer, self._consumer = self._consumer, None
         delivery, self._delivery = self._delivery, None
         store, self._store = self._store, None
@@ -591,8 +587,23 @@ class Sidecar:
                 if hw is not None and st.next_offset is not None:
                     m.set_lag(tp.topic, tp.partition, hw - st.next_offset)
         m.set_state(open_calls=calls, open_conversations=convs, held_bytes=held, pending_results=pending)
-        m.set_assigned_partitions(len(self.states))
+        self._publish_assignment()
         m.set_up(self.ready)
+
+    def _publish_assignment(self) -> None:
+        """Partition count and the limits scaled to it: the limits apply per partition (each
+        partition's engine has the whole EngineConfig, so replay rebuilds its state from its own
+        input alone), but the state gauges are sums over `self.states`, so the limit gauges must be
+        the same sums for a gauge / limit ratio (StreamPairerStateNearLimit) to mean anything."""
+        n = len(self.states)
+        engine = self.config.engine
+        self.metrics.set_assigned_partitions(n)
+        self.metrics.set_limits(
+            max_conversations=engine.max_conversations,
+            max_calls_per_conversation=engine.max_calls_per_conversation,
+            max_held_bytes=engine.max_held_bytes,
+            partitions=n,
+        )
 
     async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
         """SIGTERM path: finish, (optionally flush), make durable, commit; then leave the group."""
@@ -621,7 +632,7 @@ class Sidecar:
                 self._parked[tp] = (st, None if st.dirty else self._last_commit.get(tp))
                 self.metrics.forget_partition(tp.topic, tp.partition)
             self._unopened -= revoked
-            self.metrics.set_assigned_partitions(len(self.states))
+            self._publish_assignment()
             if mine:
                 log.info("revoked %s", ", ".join(sorted(tp_key(tp) for tp in mine)))
 
@@ -747,4 +758,4 @@ class Sidecar:
         elif st.next_offset is not None:
             consumer.seek(tp, st.next_offset)
         consumer.resume(tp)
-        self.metrics.set_assigned_partitions(len(self.states))
+        self._publish_assignment()

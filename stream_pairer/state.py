@@ -45,7 +45,9 @@ class Conversation:
     # Results whose id is not (yet) known, waiting out the grace period, by referenced id.
     pending_results: dict[str, list[Held]] = field(default_factory=dict)
     # Ids already closed here -> how ("paired", "timeout", ...): tells a duplicate from a late result.
-    closed: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    # Oldest closed first (insertion order); a plain dict, as the engine replaces it when it empties
+    # and an OrderedDict costs twice the memory per entry for an order a dict already keeps.
+    closed: dict[str, str] = field(default_factory=dict)
     last_ts_ms: float = 0.0
     # Reserved for the tagger's per-conversation state; dropped with the conversation.
     tags: Any = None

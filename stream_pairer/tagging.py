@@ -13,8 +13,8 @@ where their vocabulary is defined.
 
 from __future__ import annotations
 
-import hashlib
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -270,9 +270,13 @@ class _ConvState:
     def __init__(self) -> None:
         self.calls = 0
         self.first_ts_ms: float | None = None
-        # hash of (tool, canonical arguments) -> (label of the first such call, its id, times seen).
-        # Insertion-ordered: past the cap the oldest entry goes, so memory stays bounded.
-        self.seen: dict[bytes, tuple[str, str | None, int]] = {}
+        # _call_key(tool, arguments) -> (label of the first such call, its id, times seen, serial).
+        # Insertion-ordered: past the cap the oldest entry goes, so memory stays bounded. The
+        # serial (the tagger's count of stored entries) tells the tagger's process-wide queue
+        # whether the entry it remembers is still the live one. Tuples of atoms, so that CPython's
+        # cyclic GC untracks them (and then the dict): lists here made every collection walk
+        # every remembered call, +1 s of GC per 300k records at 1k conversations (measured).
+        self.seen: dict[int, tuple[str, str | None, int, int]] = {}
 
 
 class FailureTagger:
@@ -281,9 +285,24 @@ class FailureTagger:
     `max_calls_per_conversation` and `max_conversation_ms` are the article's loop brakes (0
     disables one); `max_hashes_per_conversation` bounds the memory of the repeat check (the oldest
     remembered call is forgotten first, so a repeat further back than that is not seen).
+    `max_hashes_total` bounds the same memory across all conversations: one tagger serves every
+    partition's engine of a process, and 256 entries x 100k conversations would otherwise grow to
+    25M entries (~4 GiB) long after held bytes stopped growing (BENCHMARKS.md part 4). Past it the
+    oldest remembered call of any conversation is forgotten first; forgetting only means that a
+    later repeat of that call is not detected.
     """
 
-    __slots__ = ("max_calls", "max_hashes", "max_ms", "schemas")
+    __slots__ = (
+        "_keys",
+        "_serial",
+        "_serials",
+        "_states",
+        "max_calls",
+        "max_hashes",
+        "max_ms",
+        "max_total",
+        "schemas",
+    )
 
     def __init__(
         self,
@@ -292,13 +311,35 @@ class FailureTagger:
         max_calls_per_conversation: int = 12,
         max_conversation_ms: float = 10 * 60_000,
         max_hashes_per_conversation: int = 256,
+        max_hashes_total: int = 200_000,
     ) -> None:
-        if max_calls_per_conversation < 0 or max_conversation_ms < 0 or max_hashes_per_conversation < 1:
+        if (
+            max_calls_per_conversation < 0
+            or max_conversation_ms < 0
+            or max_hashes_per_conversation < 1
+            or max_hashes_total < 1
+        ):
             raise ValueError("tagger limits must be >= 0 (hashes >= 1)")
         self.schemas = schemas
         self.max_calls = max_calls_per_conversation
         self.max_ms = max_conversation_ms
         self.max_hashes = max_hashes_per_conversation
+        self.max_total = max_hashes_total
+        # Every entry stored in any conversation's `seen`, oldest first, as three parallel queues
+        # (its state, its key, its serial): three containers in all, not one per entry, so the
+        # GC has no per-call object to walk. An entry already dropped (per-conversation cap, or
+        # its conversation gone) stays here as a stale item until it reaches the front; the
+        # queues' length therefore bounds the live entries, and how long a dropped conversation's
+        # state is kept.
+        self._states: deque[_ConvState] = deque()
+        self._keys: deque[int] = deque()
+        self._serials: deque[int] = deque()
+        self._serial = 0
+
+    @property
+    def remembered_calls(self) -> int:
+        """Upper bound of the call hashes held across all conversations (the queue's length)."""
+        return len(self._keys)
 
     # -- calls, in arrival order ------------------------------------------------------------
 
@@ -343,13 +384,20 @@ class FailureTagger:
         detail: str | None = None
         if prev is not None:
             times = prev[2] + 1
-            state.seen[key] = (prev[0], prev[1], times)
+            state.seen[key] = (prev[0], prev[1], times, prev[3])
             detail = f"repeats call {prev[0]} (same tool and arguments; identical call #{times})"
         else:
-            if len(state.seen) >= self.max_hashes:
-                del state.seen[next(iter(state.seen))]
+            seen = state.seen
+            if len(seen) >= self.max_hashes:
+                del seen[next(iter(seen))]
             label = call.id if call.id is not None else f"#{n} (no id)"
-            state.seen[key] = (label, call.id, 1)
+            self._serial = serial = self._serial + 1
+            seen[key] = (label, call.id, 1, serial)
+            self._states.append(state)
+            self._keys.append(key)
+            self._serials.append(serial)
+            if len(self._keys) > self.max_total:
+                self._forget_oldest()
         if detail is None and self.max_calls and n > self.max_calls:
             detail = f"call {n} in this conversation, past the cap of {self.max_calls}"
         if detail is None and self.max_ms and ts is not None and state.first_ts_ms is not None:
@@ -360,6 +408,12 @@ class FailureTagger:
                     f"past the {self.max_ms / 1000:g} s cap"
                 )
         return None if detail is None else _cut(detail)
+
+    def _forget_oldest(self) -> None:
+        old_state, old_key, old_serial = self._states.popleft(), self._keys.popleft(), self._serials.popleft()
+        entry = old_state.seen.get(old_key)
+        if entry is not None and entry[3] == old_serial:
+            del old_state.seen[old_key]
 
     # -- records, just before they are emitted ---------------------------------------------
 
@@ -413,20 +467,69 @@ def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
         return args, _cut(f"arguments are not valid JSON ({len(args)} chars): {err}")
 
 
-def _call_key(name: str | None, args: Any) -> bytes:
-    """Hash of the tool name and its arguments in canonical form (sorted keys at every level)."""
+def _call_key(name: str | None, args: Any) -> int:
+    """Identity of (tool, arguments) for the repeat check: equal for the same tool name and the
+    same arguments in canonical form (object keys in any order; 1, 1.0, true and "1" all differ).
+
+    A 64-bit structural hash instead of a BLAKE2b digest of the canonical JSON text: that cost
+    ~3.6-5 us per call (now ~1.6-1.9), and serializing a non-ASCII `str` makes CPython keep a UTF-8 copy
+    inside the string for as long as the held call lives (836 B of the ~6.1 KB held per open
+    conversation in BENCHMARKS.md part 4). `hash(str)` reads the string's own storage and caches
+    only the hash, in a field every string already has. Two different argument sets share a key
+    with probability ~2^-64 per stored call; the hash is not built to resist crafted collisions,
+    and all that one could cause is a wrong `termination` tag."""
+    tool = name or ""
     try:
-        canon = orjson.dumps(args, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+        return hash((tool, _fingerprint(args)))
+    except RecursionError:  # nesting deeper than the walk can go: the type only
+        return hash((tool, _OTHER, type(args).__name__))
+
+
+_STR_KEYED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_INT, _FLOAT, _LIST, _DICT, _JSON, _OTHER = range(6)
+# Containers up to this size are walked in Python (no serialization); larger ones (a list of
+# numbers, a large object) are serialized in C, which is faster there, and hashed as text (their
+# non-ASCII strings then keep a UTF-8 copy, as all did before). Which way a value goes depends on
+# its own length only, so equal values always take the same way.
+_WALK_MAX: Final = 16
+_EXACT_INT: Final = 2**60  # below it, and >= 0, hash(int) is the int itself: no collision
+
+
+def _fingerprint(v: Any) -> int:
+    t = type(v)
+    if t is str:
+        return hash(v)
+    if t is dict:
+        if len(v) > _WALK_MAX:
+            canon = _canonical(v)
+            if canon is not None:
+                return hash((_JSON, canon))
+        # Sorted (key, value) hashes: the same for any key order. Not their sum: CPython's tuple
+        # hash is close to linear, so {"a": 1, "b": 2} and {"a": 2, "b": 1} would sum alike.
+        pairs = [hash((k if type(k) is str else _fingerprint(k), _fingerprint(x))) for k, x in v.items()]
+        pairs.sort()
+        return hash((_DICT, *pairs))
+    if t is int:
+        # hash(-1) == hash(-2) and hashes wrap modulo 2^61 - 1: those ints go through their text.
+        return hash((_INT, v)) if 0 <= v < _EXACT_INT else hash((_INT, str(v)))
+    if v is None or t is bool:
+        return hash((_OTHER, v))
+    if t is list or t is tuple:
+        if len(v) > _WALK_MAX:
+            canon = _canonical(v)
+            if canon is not None:
+                return hash((_JSON, canon))
+        return hash((_LIST, *[_fingerprint(x) for x in v]))
+    if t is float:
+        return hash((_FLOAT, v.hex()))  # exact, and tells -0.0 from 0.0 as the JSON text does
+    return hash((_OTHER, t.__name__, repr(v)))
+
+
+def _canonical(v: Any) -> bytes | None:
+    try:
+        return orjson.dumps(v, option=_STR_KEYED)
     except (TypeError, orjson.JSONEncodeError):
-        try:
-            canon = repr(args).encode()
-        except RecursionError:  # nesting deeper than repr can walk: hash the type and size only
-            canon = f"<{type(args).__name__}:{len(str(type(args)))}>".encode()
-    h = hashlib.blake2b(digest_size=16)
-    h.update((name or "").encode())
-    h.update(b"\x00")
-    h.update(canon)
-    return h.digest()
+        return None  # not JSON (or deeper than orjson writes): walked instead
 
 
 def _first_line(s: str) -> str:

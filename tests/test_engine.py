@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from stream_pairer.engine import Engine, EngineConfig, pair_id
+from stream_pairer.engine import Engine, EngineConfig, held_cost, pair_id
 from tests.engine_helpers import call, key, members, result
 
 
@@ -175,12 +175,12 @@ def test_calls_per_conversation_limit_evicts_oldest_call() -> None:
 
 
 def test_held_bytes_limit_evicts_oldest_held_event() -> None:
-    e = Engine(EngineConfig(max_held_bytes=250))
+    e = Engine(EngineConfig(max_held_bytes=held_cost(100) * 5 // 2))
     first = call("a", "1", ts=1, size=100)
     out = run(e, [first, call("b", "2", ts=2, size=100), call("c", "3", ts=3, size=100)])
     assert kinds(out) == [("orphan_call", "evicted")]
     assert out[0]["event"]["source"] == first.source
-    assert e.held_bytes == 200
+    assert e.held_bytes == 2 * held_cost(100)
 
 
 def test_flush_emits_everything_open_with_reason() -> None:

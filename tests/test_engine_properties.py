@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.engine import Engine, EngineConfig
+from stream_pairer.engine import Engine, EngineConfig, held_cost
 from stream_pairer.model import ToolEvent
 from tests.engine_helpers import call, key, members, result
 
@@ -57,8 +57,10 @@ def scenarios(draw: st.DrawFn) -> tuple[list[ToolEvent], EngineConfig, list[int]
         conversation_ttl_ms=float(draw(st.sampled_from([1, 10**9]))),
         max_conversations=draw(st.integers(1, 5)),
         max_calls_per_conversation=draw(st.integers(1, 6)),
-        max_held_bytes=draw(st.integers(1, 2_000)),
+        # From below one event's cost (everything evicted at once) to a few events' worth.
+        max_held_bytes=draw(st.integers(1, 6 * held_cost(300))),
         max_closed_ids_per_conversation=draw(st.integers(1, 4)),
+        max_closed_ids=draw(st.integers(0, 12)),
     )
     ticks = draw(st.lists(st.integers(0, 200_000), max_size=5))
     return stream, config, ticks
@@ -119,7 +121,8 @@ def test_held_bytes_never_exceed_limit(case: tuple[list[ToolEvent], EngineConfig
         engine.process(ev)
         assert engine.held_bytes <= config.max_held_bytes
         assert engine.open_conversations <= config.max_conversations
-        assert engine.held_bytes == sum(h.event.size for h in engine.held())
+        assert engine.held_bytes == sum(held_cost(h.event.size) for h in engine.held())
+        assert engine.closed_ids <= config.max_closed_ids
 
 
 @settings(max_examples=100, deadline=None)

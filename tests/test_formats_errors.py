@@ -104,6 +104,44 @@ def test_many_brackets_but_shallow_is_fine() -> None:
     assert len(ev.payload) == 400
 
 
+def canonical_call(levels: int) -> bytes:
+    """A canonical call record (the record is the kept block: level 1) whose arguments add
+    `levels - 1` levels: exactly `levels` opening brackets in all, padded past the size check."""
+    args = b'{"k":' * (levels - 1) + b"1" + b"}" * (levels - 1)
+    return (
+        b'{"conversation_id":"c","type":"tool_call","id":"a","name":"f","pad":"'
+        + b"x" * 500
+        + b'","arguments":'
+        + args
+        + b"}"
+    )
+
+
+def test_depth_limit_is_exact_at_the_bracket_prefilter() -> None:
+    """The walk is skipped when the bytes hold at most MAX_DEPTH opening brackets: a block
+    exactly 200 deep passes, 201 deep is refused."""
+    assert canonical_call(200).count(b"{") + canonical_call(200).count(b"[") == 200
+    (ev,) = parse(canonical_call(200))
+    orjson.dumps({"kind": "pair", "call": ev.to_side(), "result": ev.to_side()})
+    err = error(canonical_call(201))
+    assert err.reason == "too_large"
+    assert err.detail == "the block of tool event 0 nests more than 200 levels of arrays and objects"
+
+
+def test_depth_walk_skipped_for_ordinary_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stream_pairer import formats  # noqa: PLC0415 - the module whose hook is replaced
+
+    walked: list[Any] = []
+    monkeypatch.setattr(formats, "too_deep", lambda block: walked.append(block) or False)
+    rec = anthropic_call(input={"query": "x" * 600, "opts": [{"a": 1}, {"b": [2, 3]}]})
+    assert parse(rec)
+    assert walked == []
+    # brackets inside strings count too: a shallow record full of them is walked, and passes
+    rec = anthropic_call(input={"query": "{[" * 150})
+    assert parse(rec)
+    assert len(walked) == 1
+
+
 @pytest.mark.parametrize("raw", [b"", b"   ", b"\n"])
 def test_empty_record_is_invalid_json(raw: bytes) -> None:
     err = error(raw)

@@ -237,6 +237,11 @@ def test_state_limits_and_evictions() -> None:
     assert value(m, "stream_pairer_held_bytes_limit") == 1 << 20
     assert value(m, "stream_pairer_evictions_total", limit="held_bytes") == 4
     assert value(m, "stream_pairer_evictions_total", limit="conversations") == 1
+    # Per-partition limits published as this instance's capacity, like the summed state gauges.
+    m.set_limits(max_conversations=100, max_calls_per_conversation=10, max_held_bytes=1 << 20, partitions=3)
+    assert value(m, "stream_pairer_open_conversations_limit") == 300
+    assert value(m, "stream_pairer_held_bytes_limit") == 3 << 20
+    assert value(m, "stream_pairer_calls_per_conversation_limit") == 10
     with pytest.raises(ValueError):
         m.observe_eviction(1, "memory")
 

@@ -150,6 +150,18 @@ def test_checkpoint_describes_the_held_state() -> None:
     assert decode(encode(cp)) == cp
 
 
+def test_checkpoint_held_is_sorted_and_unique_in_any_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine yields held events in arrival order; the checkpoint must not depend on it."""
+    s = state(start=0)
+    s.feed(log_of([rec(f"c{i}", "tool_call", f"id{i}", T0) for i in range(4)]), wall_ms=0.0)
+    held = list(s.engine.held())
+    shuffled = [held[2], held[0], held[3], held[1], held[0], held[2]]  # and twice some
+    monkeypatch.setattr(type(s.engine), "held", lambda _self: iter(shuffled))
+    cp = s.checkpoint("g", "tok")
+    assert cp is not None
+    assert cp.held == ((0, 0), (1, 0), (2, 0), (3, 0))
+
+
 def _scenario(seed: int, n: int) -> list[bytes | None]:
     """Interleaved conversations: id pairs near and far, id-less FIFO results, unknown ids, garbage,
     chat lines without tool events, parallel calls; every id unique (see the closed-id note below)."""

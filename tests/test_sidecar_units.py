@@ -7,10 +7,13 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import TopicPartition
 from aiokafka import errors as ak
+from prometheus_client import CollectorRegistry
 
 from stream_pairer.cli import build_parser
 from stream_pairer.commands.run import config_from_args
+from stream_pairer.engine import EngineConfig
 from stream_pairer.errors import (
     BrokerUnavailable,
     CommitFailed,
@@ -21,7 +24,8 @@ from stream_pairer.errors import (
 )
 from stream_pairer.httpserver import HttpServer
 from stream_pairer.kafka_io import encode_output
-from stream_pairer.sidecar import Backoff, SidecarConfig
+from stream_pairer.metrics import Metrics
+from stream_pairer.sidecar import Backoff, Sidecar, SidecarConfig
 
 
 @pytest.mark.parametrize(
@@ -157,3 +161,41 @@ def test_sidecar_config_rejects_nonsense(bad: dict[str, Any]) -> None:
     base: dict[str, Any] = {"bootstrap_servers": "h:1", "input_topics": ("t",), "group_id": "g"}
     with pytest.raises(ValueError):
         SidecarConfig(**(base | bad))
+
+
+def test_max_closed_ids_comes_from_a_flag_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = ["run", "--input-topic", "c", "--bootstrap-servers", "x:2", "--group-id", "g", "--no-http"]
+    monkeypatch.delenv("STREAM_PAIRER_MAX_CLOSED_IDS", raising=False)
+    assert config_from_args(build_parser().parse_args(base)).engine.max_closed_ids == 100_000
+    monkeypatch.setenv("STREAM_PAIRER_MAX_CLOSED_IDS", "5000")
+    assert config_from_args(build_parser().parse_args(base)).engine.max_closed_ids == 5000
+    cfg = config_from_args(build_parser().parse_args([*base, "--max-closed-ids", "0"]))
+    assert cfg.engine.max_closed_ids == 0
+
+
+def test_limit_gauges_scale_with_the_assigned_partitions() -> None:
+    """The state gauges sum over the assigned partitions while each partition has the whole limit:
+    the limit gauges must be the same sums, or StreamPairerStateNearLimit compares a sum of four
+    partitions against one partition's limit (BENCHMARKS.md part 4)."""
+    engine = EngineConfig(max_conversations=1000, max_calls_per_conversation=7, max_held_bytes=1 << 20)
+    metrics = Metrics(CollectorRegistry())
+    sc = Sidecar(
+        SidecarConfig(
+            bootstrap_servers="h:1", input_topics=("t",), group_id="g", engine=engine, http_port=None
+        ),
+        metrics,
+    )
+
+    def gauge(name: str) -> float | None:
+        return metrics.registry.get_sample_value(name)
+
+    assert gauge("stream_pairer_held_bytes_limit") == 0  # nothing assigned: no capacity
+    sc.states = {TopicPartition("t", p): object() for p in range(4)}  # type: ignore[misc]
+    sc._publish_assignment()
+    assert gauge("stream_pairer_assigned_partitions") == 4
+    assert gauge("stream_pairer_held_bytes_limit") == 4 << 20
+    assert gauge("stream_pairer_open_conversations_limit") == 4000
+    assert gauge("stream_pairer_calls_per_conversation_limit") == 7  # per conversation: not summed
+    del sc.states[TopicPartition("t", 3)]
+    sc._publish_assignment()
+    assert gauge("stream_pairer_held_bytes_limit") == 3 << 20

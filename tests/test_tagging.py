@@ -794,3 +794,114 @@ def test_identical_duplicate_definitions_are_accepted() -> None:
         [d, {"type": "function", "function": {"name": "x", "parameters": {"type": "object"}}}]
     )
     assert len(reg) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the repeat check's key and memory
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"n": 1}, {"n": 1.0}),  # JSON text differs: 1 vs 1.0
+        ({"n": 1}, {"n": True}),
+        ({"n": 1}, {"n": "1"}),
+        ({"n": -1}, {"n": -2}),  # hash(-1) == hash(-2) in CPython: must not make a repeat
+        ({"n": 5}, {"n": 5 + 2**61 - 1}),  # int hashes wrap modulo 2^61 - 1
+        ({"n": 0.0}, {"n": -0.0}),
+        ({"n": None}, {"n": []}),
+        ({"l": [1, 2]}, {"l": [2, 1]}),  # array order matters
+        ({"a": {"b": 1}}, {"a": {"b": 2}}),
+        ({"a": 1, "b": 2}, {"a": 2, "b": 1}),
+        ({"v": list(range(100))}, {"v": list(range(99))}),  # long arrays (serialized, not walked)
+        ({"v": list(range(100))}, {"v": [*range(99), 100]}),
+    ],
+)
+def test_repeat_key_tells_different_arguments_apart(first: Any, second: Any) -> None:
+    _, b = run_calls(FailureTagger(), [call("s", first, "a"), call("s", second, "b")])
+    assert b.failures == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"q": "검색어 with ASCII", "n": 1, "f": 1.5, "t": True, "z": None},
+        {"nested": {"b": [1, {"c": "x"}], "a": []}},
+        {"big": {f"k{i}": i for i in range(40)}},  # a large object: serialized with sorted keys
+        {"v": [0.5] * 50},
+        "plain text",
+        ["a", 1],
+        {},
+    ],
+)
+def test_repeat_key_is_canonical(args: Any) -> None:
+    """The same arguments, rebuilt (fresh objects, object keys in reverse order), are a repeat."""
+
+    def rebuilt(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: rebuilt(x) for k, x in reversed(list(v.items()))}
+        if isinstance(v, list):
+            return [rebuilt(x) for x in v]
+        return orjson.loads(orjson.dumps(v))
+
+    _, b = run_calls(FailureTagger(), [call("s", args, "a"), call("s", rebuilt(args), "b")])
+    assert TERMINATION in b.failures  # (plain text is also argument_construction: not JSON)
+
+
+def test_repeat_check_does_not_pin_utf8_copies_in_held_arguments() -> None:
+    """Serializing a non-ASCII str makes CPython keep its UTF-8 form inside the string for its
+    life; the repeat check must not do that to the arguments of every held call."""
+    import tracemalloc  # noqa: PLC0415 - only this test traces allocations
+
+    tagger = FailureTagger()
+    text = "한국어 검색어 " * 500  # 4,000 characters, ~9 KB as UTF-8
+    convs = [Conversation(f"c{i}") for i in range(20)]
+    calls = [call("s", orjson.loads(orjson.dumps({"q": text + str(i)})), f"id{i}") for i in range(20)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for c, conv in zip(calls, convs, strict=True):
+            tagger.on_call(c, conv)
+        retained = (tracemalloc.get_traced_memory()[0] - before) / len(calls)
+    finally:
+        tracemalloc.stop()
+    assert retained < 2_000  # the tagger's own entries; a pinned UTF-8 copy alone would be ~9 KB
+
+
+def test_repeat_memory_is_bounded_across_conversations() -> None:
+    tagger = FailureTagger(max_hashes_total=3)
+    convs = [Conversation(f"c{i}") for i in range(5)]
+    for i, conv in enumerate(convs):
+        tagger.on_call(call("s", {"p": 1}, f"first{i}", conv=conv.conversation_id), conv)
+    assert tagger.remembered_calls == 3
+    assert sum(len(c.tags.seen) for c in convs) == 3
+    # The two oldest conversations' calls were forgotten: their repeats go unseen ...
+    old = call("s", {"p": 1}, "again0", conv="c0")
+    tagger.on_call(old, convs[0])
+    assert old.failures == []
+    # ... while the newest conversation still has its call.
+    new = call("s", {"p": 1}, "again4", conv="c4")
+    tagger.on_call(new, convs[4])
+    assert new.failure == TERMINATION and new.failure_detail is not None
+    assert "repeats call first4" in new.failure_detail
+    assert tagger.remembered_calls == 3
+    assert sum(len(c.tags.seen) for c in convs) <= 3
+
+
+def test_total_bound_forgets_only_the_entry_it_remembers() -> None:
+    """An entry the per-conversation cap already dropped stays in the process-wide queue; when it
+    reaches the front it must not delete a newer entry stored under the same key."""
+    tagger = FailureTagger(max_hashes_per_conversation=2, max_hashes_total=4)
+    a, b = Conversation("c1"), Conversation("c2")
+    run_calls(tagger, [call("s", {"p": 1}, "a"), call("s", {"p": 2}, "b"), call("s", {"p": 3}, "c")], a)
+    run_calls(tagger, [call("s", {"p": 1}, "d")], a)  # p=1 forgotten by the cap: stored anew
+    run_calls(tagger, [call("s", {"q": 1}, "e", conv="c2")], b)  # pushes the stale p=1 item out
+    [f] = run_calls(tagger, [call("s", {"p": 1}, "f")], a)
+    assert f.failure == TERMINATION and f.failure_detail is not None
+    assert "repeats call d" in f.failure_detail
+    assert tagger.remembered_calls <= 4
+
+
+def test_total_bound_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        FailureTagger(max_hashes_total=0)

@@ -174,8 +174,8 @@ DEPTH_CHECK_MIN_BYTES: Final = 2 * MAX_DEPTH
 def too_deep(value: Any) -> bool:
     """Whether `value` nests more than MAX_DEPTH levels of arrays/objects (itself = level 1).
     A walk over containers only, level by level (no recursion limit to hit); its cost follows the
-    number of JSON values, not bytes, which keeps it small next to the decode for string-heavy
-    records (scanning the bytes for brackets costs as much as orjson's whole parse there)."""
+    number of JSON values, not bytes. `parse_record` only calls it for records with more than
+    MAX_DEPTH opening brackets in their bytes (on ~1 KB records: ~1 us to count, ~2 us to walk)."""
     if type(value) is not dict and type(value) is not list:
         return False
     level: list[Any] = [value]

@@ -1,0 +1,183 @@
+"""The engine's memory bounds beyond held events: closed ids, the held-bytes estimate, idle sweeps.
+
+Closed ids used to be bounded only per conversation, so with many conversations they grew to
+max_conversations x 256 entries while every held-event gauge stayed flat (BENCHMARKS.md part 4).
+These tests pin the engine-wide bound and what forgetting means: never a dropped event, only a
+weaker diagnosis (an unknown id, `no_call`, instead of `duplicate_result` / `late_result`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_pairer.engine import (
+    HELD_BYTES_PER_EVENT,
+    IDLE_SWEEP_EVERY_MS,
+    Engine,
+    EngineConfig,
+    held_cost,
+)
+from stream_pairer.model import ToolEvent
+from tests.engine_helpers import call, key, members, result
+
+
+def run(engine: Engine, events: list[ToolEvent]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        out += engine.process(ev)
+    return out
+
+
+def reasons(out: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    return [(r["kind"], r.get("match") or r.get("reason")) for r in out]
+
+
+def remembered(engine: Engine) -> int:
+    """Closed ids as the conversations hold them (must equal the engine-wide count)."""
+    return sum(len(c.closed) for c in engine._convs.values())
+
+
+def paired(conv: str, cid: str, ts: float) -> list[ToolEvent]:
+    return [call(conv, cid, ts=ts), result(conv, cid, ts=ts)]
+
+
+def test_closed_ids_are_bounded_across_conversations_oldest_first() -> None:
+    e = Engine(EngineConfig(max_closed_ids=3, result_grace_ms=100))
+    run(e, [ev for i in range(5) for ev in paired(f"c{i}", "x", ts=i)])
+    assert e.closed_ids == remembered(e) == 3
+    assert [c.conversation_id for c in e._convs.values() if c.closed] == ["c2", "c3", "c4"]
+    # Still remembered: a duplicate is diagnosed as such.
+    assert reasons(run(e, [result("c4", "x", ts=10)])) == [("orphan_result", "duplicate_result")]
+    # Forgotten: the duplicate is an unknown id; it waits its grace and is still emitted.
+    assert run(e, [result("c0", "x", ts=11)]) == []
+    assert reasons(e.advance(200)) == [("orphan_result", "no_call")]
+    assert e.pending_results == 0
+
+
+def test_per_conversation_limit_still_applies_and_stays_in_step() -> None:
+    e = Engine(EngineConfig(max_closed_ids=100, max_closed_ids_per_conversation=2))
+    run(e, [ev for i in range(5) for ev in paired("c", f"id{i}", ts=i)])
+    assert list(e._convs["c"].closed) == ["id3", "id4"]
+    assert e.closed_ids == remembered(e) == 2
+
+
+def test_late_result_diagnosis_needs_the_id_remembered() -> None:
+    e = Engine(EngineConfig(max_closed_ids=1, call_timeout_ms=10, result_grace_ms=0))
+    out = run(e, [call("a", "1", ts=0), call("b", "2", ts=0)])
+    out += e.advance(20)  # both calls time out: two closed ids, the bound keeps the newer
+    assert reasons(out) == [("orphan_call", "timeout"), ("orphan_call", "timeout")]
+    assert e.closed_ids == 1
+    assert reasons(run(e, [result("b", "2", ts=21)])) == [("orphan_result", "late_result")]
+    out = run(e, [result("a", "1", ts=22)])
+    out += e.advance(23)
+    assert reasons(out) == [("orphan_result", "no_call")]
+
+
+def test_a_reused_id_leaves_the_closed_set() -> None:
+    e = Engine(EngineConfig(max_closed_ids=10))
+    run(e, paired("c", "x", ts=0))
+    assert e.closed_ids == 1
+    run(e, [call("c", "x", ts=1)])  # the id is open again, no longer closed
+    assert e.closed_ids == remembered(e) == 0
+    assert reasons(run(e, [result("c", "x", ts=2)])) == [("pair", "id")]
+    assert e.closed_ids == 1
+
+
+@pytest.mark.parametrize("how", ["lru", "ttl", "flush", "discard"])
+def test_departing_conversations_take_their_closed_ids(how: str) -> None:
+    e = Engine(EngineConfig(max_conversations=2, conversation_ttl_ms=1_000))
+    run(e, paired("a", "1", ts=0) + paired("a", "2", ts=0) + paired("b", "3", ts=0))
+    assert e.closed_ids == 3
+    if how == "lru":
+        run(e, [call("c", "4", ts=1)])  # "a" is the least recently used
+        assert e.closed_ids == remembered(e) == 1
+    elif how == "ttl":
+        e.advance(5_000)
+        assert e.open_conversations == 0 and e.closed_ids == 0
+    elif how == "flush":
+        e.flush()
+        assert e.closed_ids == 0
+    else:
+        e.discard()
+        assert e.closed_ids == 0
+    # No reference to a departed conversation is left behind to keep it alive.
+    assert all(conv in e._convs.values() for conv, _ in e._closed)
+
+
+def test_zero_closed_ids_means_no_diagnosis_but_nothing_lost() -> None:
+    e = Engine(EngineConfig(max_closed_ids=0, result_grace_ms=5))
+    out = run(e, [*paired("c", "x", ts=0), result("c", "x", ts=1)])
+    out += e.advance(10)
+    assert reasons(out) == [("pair", "id"), ("orphan_result", "no_call")]
+    assert e.closed_ids == 0
+
+
+def test_negative_closed_id_limits_are_refused() -> None:
+    with pytest.raises(ValueError):
+        EngineConfig(max_closed_ids=-1)
+
+
+def test_held_bytes_is_an_estimate_of_memory_not_the_raw_size() -> None:
+    assert held_cost(0) == HELD_BYTES_PER_EVENT
+    assert held_cost(1000) > 4 * 1000  # ~5x a ~1 KB record, as measured
+    e = Engine()
+    run(e, [call("a", "1", ts=0, size=1000), result("b", "9", ts=0, size=10)])
+    assert e.held_bytes == held_cost(1000) + held_cost(10)
+    run(e, [result("a", "1", ts=1, size=500)])
+    assert e.held_bytes == held_cost(10)
+    e.flush()
+    assert e.held_bytes == 0
+
+
+def test_held_bytes_limit_counts_the_per_event_cost() -> None:
+    """Tiny events still cost memory: a limit of ten events' worth holds ten, not thousands."""
+    e = Engine(EngineConfig(max_held_bytes=10 * held_cost(1)))
+    out = run(e, [call(f"c{i}", "x", ts=i, size=1) for i in range(15)])
+    assert reasons(out) == [("orphan_call", "evicted")] * 5
+    assert e.open_calls == 10
+
+
+def test_idle_sweep_runs_once_stream_time_moved_a_second() -> None:
+    e = Engine(EngineConfig(conversation_ttl_ms=100))
+    run(e, paired("a", "1", ts=0))  # the sweep at t=0 finds "a" still fresh
+    e.advance(IDLE_SWEEP_EVERY_MS - 1)  # "a" expired (ttl 100) but no sweep is due yet
+    assert e.open_conversations == 1
+    e.advance(IDLE_SWEEP_EVERY_MS)
+    assert e.open_conversations == 0
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[list[ToolEvent], EngineConfig]:
+    events: list[ToolEvent] = []
+    for i in range(draw(st.integers(1, 40))):
+        conv = f"c{draw(st.integers(0, 5))}"
+        cid = f"id{draw(st.integers(0, 8))}"
+        ts = float(draw(st.integers(0, 5_000)))
+        events.append((call if draw(st.booleans()) else result)(conv, cid, ts=ts, size=i))
+    config = EngineConfig(
+        call_timeout_ms=float(draw(st.sampled_from([10, 1_000, 10**9]))),
+        result_grace_ms=float(draw(st.sampled_from([0, 500]))),
+        conversation_ttl_ms=float(draw(st.sampled_from([1, 2_000, 10**9]))),
+        max_conversations=draw(st.integers(1, 6)),
+        max_closed_ids_per_conversation=draw(st.integers(0, 4)),
+        max_closed_ids=draw(st.integers(0, 10)),
+    )
+    return events, config
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams())
+def test_closed_id_bookkeeping_stays_consistent(case: tuple[list[ToolEvent], EngineConfig]) -> None:
+    events, config = case
+    e = Engine(config)
+    out: list[dict[str, Any]] = []
+    for ev in events:
+        out += e.process(ev)
+        assert e.closed_ids == remembered(e) <= config.max_closed_ids
+        assert all(e._convs.get(conv.conversation_id) is conv for conv, _ in e._closed)
+    out += e.flush()
+    assert dict(members(out)) == {key(ev): 1 for ev in events}
