@@ -171,6 +171,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=600.0,
         help="wall time from a conversation's first call before further calls are tagged termination",
     )
+    add_option(
+        t,
+        "--max-repeat-hashes",
+        type=positive_int,
+        default=200_000,
+        help="per partition: remembered (tool, arguments) hashes of the repeat check across all "
+        "conversations, oldest forgotten first (~0.2 KB each)",
+    )
 
 
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
@@ -205,4 +213,5 @@ def tagger_from_args(args: argparse.Namespace) -> Any:
         schemas,
         max_calls_per_conversation=args.max_tool_calls,
         max_conversation_ms=args.max_conversation_seconds * 1000,
+        max_hashes_total=args.max_repeat_hashes,
     )

@@ -64,6 +64,14 @@ from stream_pairer.repartition import Rekeyer
 log = logging.getLogger("stream_pairer.sidecar")
 
 
+def partition_tagger(tagger: Tagger | None) -> Tagger | None:
+    """Each partition's engine gets a tagger of its own when the tagger can make one: its bounded
+    state must depend on the partition's own input only, like the engine's limits, or a replay on
+    another instance (sharing the process with other partitions) could tag differently."""
+    fresh = getattr(tagger, "fresh", None)
+    return fresh() if callable(fresh) else tagger
+
+
 @dataclass(frozen=True, slots=True)
 class SidecarConfig:
     bootstrap_servers: str
@@ -716,7 +724,7 @@ class Sidecar:
                     tp_key(tp), cp.committed, offset,
                 )  # fmt: skip
                 cp = None
-            pipeline = Pipeline(Engine(cfg.engine, tagger=cfg.tagger), cfg.formats)
+            pipeline = Pipeline(Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats)
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
                 start_offset=offset, restore=cp, wall_ms=self._wall() * 1000, metrics=self.metrics,

@@ -285,11 +285,13 @@ class FailureTagger:
     `max_calls_per_conversation` and `max_conversation_ms` are the article's loop brakes (0
     disables one); `max_hashes_per_conversation` bounds the memory of the repeat check (the oldest
     remembered call is forgotten first, so a repeat further back than that is not seen).
-    `max_hashes_total` bounds the same memory across all conversations: one tagger serves every
-    partition's engine of a process, and 256 entries x 100k conversations would otherwise grow to
-    25M entries (~4 GiB) long after held bytes stopped growing (BENCHMARKS.md part 4). Past it the
-    oldest remembered call of any conversation is forgotten first; forgetting only means that a
-    later repeat of that call is not detected.
+    `max_hashes_total` bounds the same memory across all conversations of one engine: 256 entries x
+    100k conversations would otherwise grow to 25M entries (~4 GiB) long after held bytes stopped
+    growing (BENCHMARKS.md part 4). Past it the oldest remembered call of any conversation is
+    forgotten first; forgetting only means that a later repeat of that call is not detected.
+    The sidecar gives each partition's engine its own tagger (`fresh()`), so that this bound, like
+    the engine's limits, depends on that partition's input alone and a replay on a new owner tags
+    exactly as the first pass did.
     """
 
     __slots__ = (
@@ -335,6 +337,17 @@ class FailureTagger:
         self._keys: deque[int] = deque()
         self._serials: deque[int] = deque()
         self._serial = 0
+
+    def fresh(self) -> FailureTagger:
+        """A tagger with the same settings and schema registry (compiled once, shared) and empty
+        state: one per partition, see the class docstring."""
+        return FailureTagger(
+            self.schemas,
+            max_calls_per_conversation=self.max_calls,
+            max_conversation_ms=self.max_ms,
+            max_hashes_per_conversation=self.max_hashes,
+            max_hashes_total=self.max_total,
+        )
 
     @property
     def remembered_calls(self) -> int:

@@ -46,9 +46,15 @@ K8S_VERSIONS = ("1.29.0", kubernetes_validate.utils.latest_version())
 MI = 1024 * 1024
 
 # Memory model from deploy/measure_memory.py (see the comment in the manifests).
-BASE_MEMORY = 64 * MI
-HEAP_PER_HELD_BYTE = 3
-HEAP_PER_CONVERSATION = 1024
+# Memory model of one instance (docs/OPERATIONS.md, "Deploying as a sidecar" step 4): a base for
+# the interpreter, clients and output batches, plus, for every partition the instance may own, the
+# held-bytes budget (already an estimate of the memory held events cost, `engine.held_cost`) and
+# the bounded bookkeeping, per entry as measured with tracemalloc (BENCHMARKS.md, sizing figures).
+BASE_MEMORY = 96 * MI
+HEAP_PER_CONVERSATION = 1536
+HEAP_PER_CLOSED_ID = 400
+HEAP_PER_REPEAT_HASH = 200
+MAX_PARTITIONS_ANNOTATION = "stream-pairer/max-partitions-per-instance"
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
@@ -221,14 +227,24 @@ def test_podmonitor_selects_the_pods_and_port(where: str, dep: dict[str, Any]) -
 
 @pytest.mark.parametrize("where, dep", workloads(), ids=lambda v: v if isinstance(v, str) else "")
 def test_memory_limit_covers_the_state_limits(where: str, dep: dict[str, Any]) -> None:
-    """limits.memory >= 64Mi + 3 x max held bytes + 1 KiB x max conversations (deploy/measure_memory.py)."""
+    """limits.memory >= 96Mi + P x (MAX_HELD_BYTES + 1.5KiB x MAX_CONVERSATIONS + 400B x
+    MAX_CLOSED_IDS + 200B x MAX_REPEAT_HASHES), P = the partitions one instance may own (the
+    limits are per partition), declared by an annotation on the Pod template."""
     env = pairer_env(dep)
-    held = int(env["STREAM_PAIRER_MAX_HELD_BYTES"])
-    conversations = int(env["STREAM_PAIRER_MAX_CONVERSATIONS"])
+    annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
+    assert MAX_PARTITIONS_ANNOTATION in annotations, f"{where}: say how many partitions one instance may own"
+    partitions = int(annotations[MAX_PARTITIONS_ANNOTATION])
+    assert partitions >= 1
     assert int(env["STREAM_PAIRER_MAX_CALLS_PER_CONVERSATION"]) >= 1
+    per_partition = (
+        int(env["STREAM_PAIRER_MAX_HELD_BYTES"])
+        + HEAP_PER_CONVERSATION * int(env["STREAM_PAIRER_MAX_CONVERSATIONS"])
+        + HEAP_PER_CLOSED_ID * int(env["STREAM_PAIRER_MAX_CLOSED_IDS"])
+        + HEAP_PER_REPEAT_HASH * int(env["STREAM_PAIRER_MAX_REPEAT_HASHES"])
+    )
     resources = pairer_container(dep)["resources"]
     limit = quantity(resources["limits"]["memory"])
-    needed = BASE_MEMORY + HEAP_PER_HELD_BYTE * held + HEAP_PER_CONVERSATION * conversations
+    needed = BASE_MEMORY + partitions * per_partition
     assert limit >= needed, (
         f"{where}: memory limit {limit / MI:.0f}Mi < {needed / MI:.0f}Mi for its state limits"
     )
@@ -256,7 +272,13 @@ def test_image_tag_is_the_package_version(where: str, dep: dict[str, Any]) -> No
 
 def test_state_limit_variables_are_real_options() -> None:
     """The limits are options of the pairing commands (STREAM_PAIRER_<OPTION> = config.env_name)."""
-    for option in ("--max-conversations", "--max-calls-per-conversation", "--max-held-bytes"):
+    for option in (
+        "--max-conversations",
+        "--max-calls-per-conversation",
+        "--max-held-bytes",
+        "--max-closed-ids",
+        "--max-repeat-hashes",
+    ):
         for _, dep in workloads():
             assert env_name(option) in pairer_env(dep)
 

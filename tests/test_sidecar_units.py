@@ -25,7 +25,8 @@ from stream_pairer.errors import (
 from stream_pairer.httpserver import HttpServer
 from stream_pairer.kafka_io import encode_output
 from stream_pairer.metrics import Metrics
-from stream_pairer.sidecar import Backoff, Sidecar, SidecarConfig
+from stream_pairer.sidecar import Backoff, Sidecar, SidecarConfig, partition_tagger
+from stream_pairer.tagging import FailureTagger
 
 
 @pytest.mark.parametrize(
@@ -199,3 +200,23 @@ def test_limit_gauges_scale_with_the_assigned_partitions() -> None:
     del sc.states[TopicPartition("t", 3)]
     sc._publish_assignment()
     assert gauge("stream_pairer_held_bytes_limit") == 3 << 20
+
+
+def test_each_partition_gets_its_own_tagger_state_with_the_same_settings() -> None:
+    # Shared tagger state would make one partition's repeat memory (and its total bound) depend on
+    # the other partitions of the process, so a replay elsewhere could tag differently.
+    shared = FailureTagger(max_calls_per_conversation=5, max_hashes_total=7)
+    a, b = partition_tagger(shared), partition_tagger(shared)
+    assert isinstance(a, FailureTagger) and isinstance(b, FailureTagger)
+    assert a is not shared and b is not shared and a is not b
+    assert (a.max_calls, a.max_total, a.schemas) == (5, 7, shared.schemas)
+    assert a.remembered_calls == 0
+
+    class Stateless:  # a tagger that cannot make copies is used as it is
+        def on_call(self, call: Any, conv: Any) -> None: ...
+
+        def tag(self, record: Any, call: Any, result: Any) -> None: ...
+
+    plain = Stateless()
+    assert partition_tagger(plain) is plain  # type: ignore[arg-type]
+    assert partition_tagger(None) is None

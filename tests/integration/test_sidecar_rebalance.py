@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from stream_pairer.engine import EngineConfig
+
 from .conftest import KafkaBroker, TopicFactory
 from .sidecar_support import (
     OutputReader,
@@ -33,7 +35,10 @@ async def test_partitions_move_with_open_calls_and_nothing_is_lost_or_doubled(
     bootstrap = kafka_broker.bootstrap
     topic = await topic_factory(4)
     group = f"g-{topic}"
-    cfg = config(bootstrap, topic, group, exactly_once=exactly_once)
+    # Every call is answered in a later phase, so no timer may fire: a call timeout far beyond the
+    # test's length keeps a slow rebalance on a loaded machine from turning open calls into orphans.
+    engine = EngineConfig(call_timeout_ms=300_000, result_grace_ms=1_000)
+    cfg = config(bootstrap, topic, group, exactly_once=exactly_once, engine=engine)
     phase1, phase2 = two_phase_traffic(16, 3, seed=11, prefix="a")
     phase3, phase4 = two_phase_traffic(16, 2, seed=12, prefix="b")
     placed = await produce(bootstrap, topic, phase1)
