@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import os
 import re
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +26,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.tool_helpers import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "deploy" / "prometheus"
@@ -53,15 +54,6 @@ def cases_for(alert: str, *, firing: bool) -> list[str]:
                 names.append(case["name"])
                 break
     return names
-
-
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is required in CI (apt-get install prometheus)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return path
 
 
 def run_promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

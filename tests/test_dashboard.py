@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_pairer.metrics import Metrics, metric_names
+from tests.tool_helpers import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "grafana" / "dashboards" / "stream-pairer.json"
@@ -330,15 +330,6 @@ def test_a_syntax_error_is_caught() -> None:
         metric_names_in("sum(rate(stream_pairer_pairs_total[5m])")
 
 
-def _promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is required in CI (apt-get install prometheus)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return path
-
-
 @pytest.mark.tools
 def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     """Prometheus's own parser: each expression becomes a recording rule that promtool checks."""
@@ -356,7 +347,7 @@ def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     path = tmp_path / "expressions.yml"
     path.write_text(yaml.safe_dump(rule_file), encoding="utf-8")
     proc = subprocess.run(
-        [_promtool(), "check", "rules", str(path)], capture_output=True, text=True, check=False
+        [promtool(), "check", "rules", str(path)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(exprs)} rules found" in proc.stdout
@@ -370,7 +361,7 @@ def test_promtool_rejects_a_broken_expression(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     proc = subprocess.run(
-        [_promtool(), "check", "rules", str(path)], capture_output=True, text=True, check=False
+        [promtool(), "check", "rules", str(path)], capture_output=True, text=True, check=False
     )
     assert proc.returncode != 0
 
