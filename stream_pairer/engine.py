@@ -227,10 +227,8 @@ class Engine:
                 for dup in list(conv.pending_results.get(cid, ())):
                     self._emit_orphan(dup, "duplicate_result", out)
                 return
-            if conv.closed.pop(cid, None) is not None:
-                del self._closed[(conv, cid)]
-                if not conv.closed:
-                    conv.closed = {}  # see _close_id
+            if cid in conv.closed:
+                self._drop_closed(conv, cid)
         if len(conv.open_calls) >= self.config.max_calls_per_conversation:
             self.evictions["calls_per_conversation"] += 1
             self._emit_orphan(next(iter(conv.open_calls.values())), "evicted", out)
@@ -345,18 +343,20 @@ class Engine:
         everywhere[key] = None
         everywhere.move_to_end(key)
         if len(closed) > self.config.max_closed_ids_per_conversation:
-            oldest = next(iter(closed))
-            del closed[oldest]
-            del everywhere[(conv, oldest)]
+            self._drop_closed(conv, next(iter(closed)))
         while len(everywhere) > self.config.max_closed_ids:
-            (owner, oldest), _ = everywhere.popitem(last=False)
-            del owner.closed[oldest]
-            if not owner.closed:
-                # A dict never shrinks its table on deletion: under the engine-wide bound each
-                # conversation's map keeps refilling and emptying, and its table would ratchet up to
-                # its busiest moment ever (measured: +7 MiB per 600k records at 100k conversations).
-                # An empty replacement has no table at all.
-                owner.closed = {}
+            self._drop_closed(*next(iter(everywhere)))
+
+    def _drop_closed(self, conv: Conversation, cid: str) -> None:
+        """Forget one closed id, in the conversation's map and in the engine-wide order together."""
+        del conv.closed[cid]
+        del self._closed[(conv, cid)]
+        if not conv.closed:
+            # A dict never shrinks its table on deletion: under the engine-wide bound each
+            # conversation's map keeps refilling and emptying, and its table would ratchet up to
+            # its busiest moment ever (measured: +7 MiB per 600k records at 100k conversations).
+            # An empty replacement has no table at all.
+            conv.closed = {}
 
     def _forget_closed(self, conv: Conversation) -> None:
         """Drop a departing conversation's closed ids from the engine-wide order, so that order
