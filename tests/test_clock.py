@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_pairer.clock import NEG_INF, StreamClock, TickSchedule
+from stream_pairer.stream.clock import NEG_INF, StreamClock, TickSchedule
 
 
 def test_no_projection_before_any_event() -> None:

@@ -1,0 +1,452 @@
+"""The pairing core: ID first, FIFO only as a fallback, and never drop an orphan.
+
+Pure and synchronous on purpose: no I/O, no asyncio, no clock reads. Every entry point takes the
+time from its caller, so the same input gives the same output (the Kafka adapter relies on that to
+rebuild state by replay, and the tests to be exact). Output records are plain dicts (see model.py).
+
+Rules, per conversation (ids are scoped to a conversation):
+* A call is held by id (if it has one) and in the conversation's FIFO queue of open calls.
+* A result with an id pairs with the open call of that id (`match: "id"`), however far apart.
+* A result with an id that is *unknown* is never FIFO-paired (it would steal another call's partner):
+  it waits `result_grace_ms` for its call to arrive late, then becomes an orphan (`no_call`).
+  An id already closed here gives `duplicate_result` (it was paired) or `late_result` (its call had
+  already been emitted as an orphan).
+* A result with no id at all pairs FIFO (`match: "fifo"`) with the oldest open call of the same tool
+  name (`fifo_by: "name"`), else the oldest open call whose name is unknown, else with the oldest
+  open call when the result has no name (`fifo_by: "order"`). Names that differ are evidence against
+  a pairing, so a named result never pairs with a differently named call.
+* A second call with a still-open id supersedes the first, which is emitted (`superseded`).
+* Timers (event time): a call unanswered for `call_timeout_ms` is emitted (`timeout`).
+* Limits: conversations (LRU), open calls per conversation, held bytes (an estimate of the memory
+  the held events cost, see `held_cost`). Hitting one emits the oldest held events as orphans with
+  `evicted`; nothing is dropped or grown silently.
+* Closed ids are remembered (to tell a duplicate or late result from an unknown id) up to a limit
+  per conversation and one for the whole engine, oldest forgotten first. Forgetting one drops no
+  event: a later result for it is an unknown id, so it waits its grace (counted in held bytes) and
+  becomes `no_call`, or `evicted` if a limit pushes it out first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from stream_pairer.core.model import ToolEvent, format_ts
+from stream_pairer.core.state import Conversation, Held
+
+Record = dict[str, Any]
+
+# What one held event costs in memory, as a linear estimate of its input size: the held-bytes limit
+# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs
+# (the decoded block and payload, the Held and ToolEvent objects, queue and index entries, the
+# tagger's per-call state). Calibrated with `python bench/memory_breakdown.py --conversations
+# 20000` (2026-12-03 06:14 UTC, working tree with the tagger's structural argument hash; datagen
+# records of 600-1450 B, 1.2 held calls per conversation): 102.9 MiB traced = 5,396 B per
+# conversation for 1,138 B of raw size (4.74x). The allocation sites that scale with the record
+# (the decoded block and payload 2,719 B, decoded argument strings 559 B) sum to 2.9x the raw size;
+# the rest, 2,118 B per conversation = ~1,770 B per held event (Held, ToolEvent, source dict, queue
+# and index entries, the tagger's hashes, the Conversation itself), does not depend on it. (Before
+# the tagger's change its orjson.dumps cached a UTF-8 copy of non-ASCII arguments: 6,143 B per
+# conversation, 3.6x + 1,700 B.) Re-run the command after changing what a held event keeps alive;
+# it prints this estimate next to the traced bytes.
+HELD_BYTES_PER_INPUT_BYTE = 2.9
+HELD_BYTES_PER_EVENT = 1_770
+
+
+def held_cost(size: int) -> int:
+    """Estimated bytes of memory held for an event of `size` input bytes. A pure function of the
+    size, so charging and releasing an event always move `held_bytes` by the same amount."""
+    return int(size * HELD_BYTES_PER_INPUT_BYTE) + HELD_BYTES_PER_EVENT
+
+
+# The idle-conversation sweep runs when stream time moved at least this much since the last one:
+# running it on every event cost ~3 % of the engine loop, and a TTL is minutes, not milliseconds.
+# Stream time only, so replaying the same input sweeps at the same points.
+IDLE_SWEEP_EVERY_MS = 1_000.0
+
+
+class Tagger(Protocol):
+    """Failure-point tagging hook (see tagging.py). Called in arrival order, so it can count."""
+
+    def on_call(self, call: ToolEvent, conv: Any) -> None: ...
+
+    def tag(self, record: Record, call: ToolEvent | None, result: ToolEvent | None) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    call_timeout_ms: float = 10 * 60_000.0
+    result_grace_ms: float = 30_000.0
+    # Idle conversation state (closed ids, tagging counters) is kept this long after its last event,
+    # so that a duplicate result or a repeated call is still recognised; the LRU limit bounds it too.
+    conversation_ttl_ms: float = 60 * 60_000.0
+    max_conversations: int = 100_000
+    max_calls_per_conversation: int = 1_000
+    # Estimated bytes (see `held_cost`), not raw input bytes.
+    max_held_bytes: int = 256 * 1024 * 1024
+    max_closed_ids_per_conversation: int = 256
+    # Closed ids remembered in all conversations together: the per-conversation limit alone let
+    # them grow to max_conversations x 256 entries (~160 B each: gigabytes at the defaults), the
+    # RSS creep of BENCHMARKS.md part 4. ~0.2 KB each with the engine-wide index.
+    max_closed_ids: int = 100_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_conversations", "max_calls_per_conversation", "max_held_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.max_closed_ids < 0 or self.max_closed_ids_per_conversation < 0:
+            raise ValueError("max_closed_ids and max_closed_ids_per_conversation must be >= 0")
+        if self.call_timeout_ms <= 0 or self.result_grace_ms < 0:
+            raise ValueError("call_timeout_ms must be > 0 and result_grace_ms >= 0")
+
+
+def pair_id(conversation_id: str, call: ToolEvent) -> str:
+    """Deterministic from conversation + call identity: the same input always gives the same id, so a
+    replayed or reprocessed pair can be deduplicated downstream by this key."""
+    if call.id is not None:
+        ident = f"{conversation_id}\x1fid\x1f{call.id}".encode()
+    else:
+        ident = (
+            f"{conversation_id}\x1fsrc\x1f".encode()
+            + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS)
+            + f"\x1f{call.block}".encode()
+        )
+    return hashlib.blake2b(ident, digest_size=12).hexdigest()
+
+
+class Engine:
+    """Pairing state for one stream (one Kafka partition, or one file run)."""
+
+    def __init__(self, config: EngineConfig | None = None, tagger: Tagger | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.tagger = tagger
+        self._convs: OrderedDict[str, Conversation] = OrderedDict()  # LRU order: oldest touch first
+        self._held: dict[int, Held] = {}  # seq -> held, in arrival order: first is the oldest
+        self._heap: list[tuple[float, int]] = []  # (deadline, seq); stale entries skipped lazily
+        # Every remembered closed id of every conversation, oldest closed first: the engine-wide
+        # bound forgets from the front. Mirrors the union of the conversations' `closed` maps.
+        self._closed: OrderedDict[tuple[Conversation, str], None] = OrderedDict()
+        self._seq = 0
+        self.now_ms = float("-inf")  # stream time: max event time seen or advanced to
+        self._next_sweep_ms = float("-inf")
+        self.held_bytes = 0
+        self.open_calls = 0
+        self.pending_results = 0
+        self.evictions: Counter[str] = Counter()  # by limit name, for metrics
+
+    # ------------------------------------------------------------------ entry points
+
+    def process(self, event: ToolEvent, now_ms: float | None = None) -> list[Record]:
+        """Take one event. `now_ms` is the arrival time, used as the event time when the record had
+        none (default: current stream time, so an undated event never moves time)."""
+        out: list[Record] = []
+        ts = event.ts_ms if event.ts_ms is not None else (now_ms if now_ms is not None else self.now_ms)
+        if ts == float("-inf"):
+            ts = 0.0
+        conv = self._conversation(event.conversation_id, ts, out)
+        if event.is_call:
+            self._on_call(conv, event, ts, out)
+        else:
+            self._on_result(conv, event, ts, out)
+        self._enforce_bytes(out)
+        self._advance(ts, out)
+        return out
+
+    def advance(self, now_ms: float) -> list[Record]:
+        """Move stream time forward (a wall-clock tick on a quiet partition) and fire due timers."""
+        out: list[Record] = []
+        self._advance(now_ms, out)
+        return out
+
+    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Record]:
+        """Emit everything still held, oldest first, as orphans with `reason` (held results get
+        `result_reason` when given: at the end of a finite input their call is known never to come,
+        which is `no_call`); the state is empty after."""
+        out: list[Record] = []
+        for held in list(self._held.values()):
+            is_result = not held.event.is_call
+            self._emit_orphan(held, result_reason if is_result and result_reason else reason, out)
+        self._convs.clear()
+        self._closed.clear()
+        self._heap.clear()
+        return out
+
+    def discard(self) -> int:
+        """Forget all state without emitting (the Kafka adapter's rebalance: the new owner rebuilds it
+        by replaying from the committed offset, which never passes the oldest held event)."""
+        n = len(self._held)
+        self._held.clear()
+        self._convs.clear()
+        self._closed.clear()
+        self._heap.clear()
+        self.held_bytes = self.open_calls = self.pending_results = 0
+        return n
+
+    # ------------------------------------------------------------------ introspection
+
+    def oldest_held(self) -> Held | None:
+        return next(iter(self._held.values()), None)
+
+    def held(self) -> Iterator[Held]:
+        return iter(self._held.values())
+
+    @property
+    def open_conversations(self) -> int:
+        return len(self._convs)
+
+    @property
+    def closed_ids(self) -> int:
+        """Exposed for benchmarks and tests: this staying at or under `max_closed_ids` is what
+        keeps memory flat once every conversation has closed a few calls."""
+        return len(self._closed)
+
+    # ------------------------------------------------------------------ rules
+
+    def _on_call(self, conv: Conversation, call: ToolEvent, ts: float, out: list[Record]) -> None:
+        if self.tagger is not None:
+            self.tagger.on_call(call, conv)
+        cid = call.id
+        if cid is not None:
+            old = conv.calls_by_id.get(cid)
+            if old is not None:
+                self._emit_orphan(old, "superseded", out)
+            waiting = conv.pending_results.get(cid)
+            if waiting:
+                # The call arrived after its result: still an id match, and any further results
+                # held for the same id are duplicates of an already-paired id.
+                first = waiting[0]
+                self._release(first)
+                call_held = Held(call, self._next_seq(), ts, ts, conv)
+                self._emit_pair(call_held, first, "id", None, out)
+                for dup in list(conv.pending_results.get(cid, ())):
+                    self._emit_orphan(dup, "duplicate_result", out)
+                return
+            if cid in conv.closed:
+                self._drop_closed(conv, cid)
+        if len(conv.open_calls) >= self.config.max_calls_per_conversation:
+            self.evictions["calls_per_conversation"] += 1
+            self._emit_orphan(next(iter(conv.open_calls.values())), "evicted", out)
+        held = self._hold(call, conv, ts, ts + self.config.call_timeout_ms)
+        conv.open_calls[held.seq] = held
+        if cid is not None:
+            conv.calls_by_id[cid] = held
+        self.open_calls += 1
+
+    def _on_result(self, conv: Conversation, result: ToolEvent, ts: float, out: list[Record]) -> None:
+        rid = result.id
+        res = Held(result, self._next_seq(), ts, ts, conv)
+        if rid is not None:
+            call = conv.calls_by_id.get(rid)
+            if call is not None:
+                self._emit_pair(call, res, "id", None, out)
+                return
+            how = conv.closed.get(rid)
+            if how is not None:
+                self._emit_orphan(res, "duplicate_result" if how == "paired" else "late_result", out)
+                return
+            held = self._hold(result, conv, ts, ts + self.config.result_grace_ms)
+            conv.pending_results.setdefault(rid, []).append(held)
+            self.pending_results += 1
+            return
+        call, fifo_by = self._fifo_candidate(conv, result.name)
+        if call is None:
+            self._emit_orphan(res, "no_call", out)
+        else:
+            self._emit_pair(call, res, "fifo", fifo_by, out)
+
+    @staticmethod
+    def _fifo_candidate(conv: Conversation, name: str | None) -> tuple[Held | None, str | None]:
+        if not conv.open_calls:
+            return None, None
+        if name is None:
+            return next(iter(conv.open_calls.values())), "order"
+        unnamed: Held | None = None
+        for held in conv.open_calls.values():
+            call_name = held.event.name
+            if call_name == name:
+                return held, "name"
+            if call_name is None and unnamed is None:
+                unnamed = held
+        return unnamed, ("order" if unnamed is not None else None)
+
+    # ------------------------------------------------------------------ state keeping
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _conversation(self, conversation_id: str, ts: float, out: list[Record]) -> Conversation:
+        conv = self._convs.get(conversation_id)
+        if conv is None:
+            if len(self._convs) >= self.config.max_conversations:
+                _, lru = self._convs.popitem(last=False)
+                self._evict_conversation(lru, out)
+                self._forget_closed(lru)
+            conv = Conversation(conversation_id)
+            self._convs[conversation_id] = conv
+        else:
+            self._convs.move_to_end(conversation_id)
+        conv.last_ts_ms = max(conv.last_ts_ms, ts)
+        return conv
+
+    def _evict_conversation(self, conv: Conversation, out: list[Record]) -> None:
+        """Emit what an LRU-evicted conversation held; `evictions` counts events, not conversations,
+        so the metric equals the number of `evicted` orphans it explains."""
+        held_events = list(conv.open_calls.values())
+        for waiting in conv.pending_results.values():
+            held_events.extend(waiting)
+        self.evictions["conversations"] += len(held_events)
+        for held in held_events:
+            self._emit_orphan(held, "evicted", out)
+
+    def _hold(self, event: ToolEvent, conv: Conversation, ts: float, deadline: float) -> Held:
+        held = Held(event, self._next_seq(), ts, deadline, conv)
+        self._held[held.seq] = held
+        self.held_bytes += held_cost(event.size)
+        heapq.heappush(self._heap, (deadline, held.seq))
+        return held
+
+    def _release(self, held: Held) -> None:
+        """Remove a held event from every structure that references it."""
+        if self._held.pop(held.seq, None) is None:
+            return
+        ev = held.event
+        conv = held.conv
+        self.held_bytes -= held_cost(ev.size)
+        if ev.is_call:
+            conv.open_calls.pop(held.seq, None)
+            if ev.id is not None and conv.calls_by_id.get(ev.id) is held:
+                del conv.calls_by_id[ev.id]
+            self.open_calls -= 1
+        else:
+            assert ev.id is not None  # only id-bearing results are ever held
+            waiting = conv.pending_results[ev.id]
+            waiting.remove(held)
+            if not waiting:
+                del conv.pending_results[ev.id]
+            self.pending_results -= 1
+
+    def _close_id(self, conv: Conversation, cid: str | None, how: str) -> None:
+        if cid is None:
+            return
+        closed = conv.closed
+        everywhere = self._closed
+        key = (conv, cid)
+        closed.pop(cid, None)  # re-inserted last: a plain dict keeps insertion order
+        closed[cid] = how
+        everywhere[key] = None
+        everywhere.move_to_end(key)
+        if len(closed) > self.config.max_closed_ids_per_conversation:
+            self._drop_closed(conv, next(iter(closed)))
+        while len(everywhere) > self.config.max_closed_ids:
+            self._drop_closed(*next(iter(everywhere)))
+
+    def _drop_closed(self, conv: Conversation, cid: str) -> None:
+        """Forget one closed id, in the conversation's map and in the engine-wide order together."""
+        del conv.closed[cid]
+        del self._closed[(conv, cid)]
+        if not conv.closed:
+            # A dict never shrinks its table on deletion: under the engine-wide bound each
+            # conversation's map keeps refilling and emptying, and its table would ratchet up to
+            # its busiest moment ever (measured: +7 MiB per 600k records at 100k conversations).
+            # An empty replacement has no table at all.
+            conv.closed = {}
+
+    def _forget_closed(self, conv: Conversation) -> None:
+        """Drop a departing conversation's closed ids from the engine-wide order, so that order
+        never keeps a dead conversation (and its tagger state) alive."""
+        everywhere = self._closed
+        for cid in conv.closed:
+            del everywhere[(conv, cid)]
+
+    def _enforce_bytes(self, out: list[Record]) -> None:
+        while self.held_bytes > self.config.max_held_bytes and self._held:
+            self.evictions["held_bytes"] += 1
+            self._emit_orphan(next(iter(self._held.values())), "evicted", out)
+
+    def _advance(self, now_ms: float, out: list[Record]) -> None:
+        if now_ms <= self.now_ms:
+            return
+        self.now_ms = now_ms
+        heap = self._heap
+        while heap and heap[0][0] <= now_ms:
+            deadline, seq = heapq.heappop(heap)
+            held = self._held.get(seq)
+            if held is None or held.deadline_ms != deadline:
+                continue  # already paired or emitted: a stale timer
+            self._emit_orphan(held, "timeout" if held.event.is_call else "no_call", out)
+        # Lazy deletion leaves stale timers behind; rebuild when they dominate, so the heap stays
+        # proportional to what is held rather than to everything ever seen within a timeout.
+        if len(heap) > 2 * len(self._held) + 1024:
+            self._heap = [(h.deadline_ms, h.seq) for h in self._held.values()]
+            heapq.heapify(self._heap)
+        if now_ms >= self._next_sweep_ms:
+            self._next_sweep_ms = now_ms + IDLE_SWEEP_EVERY_MS
+            self._expire_idle(now_ms)
+
+    def _expire_idle(self, now_ms: float) -> None:
+        ttl = self.config.conversation_ttl_ms
+        convs = self._convs
+        while convs:
+            conv = next(iter(convs.values()))
+            if conv.last_ts_ms + ttl > now_ms or not conv.is_idle():
+                return
+            del convs[conv.conversation_id]
+            self._forget_closed(conv)
+
+    # ------------------------------------------------------------------ output records
+
+    def _emit_pair(
+        self, call: Held, result: Held, match: str, fifo_by: str | None, out: list[Record]
+    ) -> None:
+        self._release(call)
+        self._release(result)
+        conv = call.conv
+        cev, rev = call.event, result.event
+        self._close_id(conv, cev.id, "paired")
+        latency = None
+        if cev.ts_ms is not None and rev.ts_ms is not None:
+            latency = rev.ts_ms - cev.ts_ms
+        rec: Record = {
+            "kind": "pair",
+            "pair_id": pair_id(conv.conversation_id, cev),
+            "match": match,
+            "fifo_by": fifo_by,
+            "conversation_id": conv.conversation_id,
+            "tool": cev.name if cev.name is not None else rev.name,
+            "call": cev.to_side(),
+            "result": rev.to_side(),
+            "call_ts": format_ts(call.ts_ms),
+            "result_ts": format_ts(result.ts_ms),
+            "latency_ms": latency,
+        }
+        if self.tagger is not None:
+            self.tagger.tag(rec, cev, rev)
+        out.append(rec)
+
+    def _emit_orphan(self, held: Held, reason: str, out: list[Record]) -> None:
+        self._release(held)
+        ev = held.event
+        if ev.is_call:
+            self._close_id(held.conv, ev.id, reason)
+        rec: Record = {
+            "kind": "orphan_call" if ev.is_call else "orphan_result",
+            "reason": reason,
+            "conversation_id": held.conv.conversation_id,
+            "tool": ev.name,
+            "ts": format_ts(held.ts_ms),
+            "event": ev.to_side(),
+            "source": ev.source,
+        }
+        if self.tagger is not None:
+            if ev.is_call:
+                self.tagger.tag(rec, ev, None)
+            else:
+                self.tagger.tag(rec, None, ev)
+        out.append(rec)
