@@ -10,9 +10,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import Engine, Record
-from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
+from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import FormatError, Source, dead_letter
+
+# Distinct unknown record types counted by name in the summary; the rest are counted as "other".
+# Type values come from the input, so the set must be bounded (a producer writing a fresh type per
+# record would otherwise grow the summary without end).
+MAX_SKIPPED_TYPES = 32
+OTHER_TYPE = "other"
 
 
 @dataclass(slots=True)
@@ -21,6 +28,11 @@ class Summary:
 
     records: int = 0
     skipped: int = 0  # readable records that carry no tool events
+    # Of those, the records of a type no format knows, by type (bounded: MAX_SKIPPED_TYPES names).
+    skipped_types: Counter[str] = field(default_factory=Counter)
+    # Repeated copies of an already-read call or result (re-sent history of wire logs and OTel
+    # spans): not events, counted here and nowhere else.
+    duplicate_copies: int = 0
     events: Counter[str] = field(default_factory=Counter)  # by type
     events_by_format: Counter[str] = field(default_factory=Counter)
     pairs: Counter[str] = field(default_factory=Counter)  # by match (+ ":name"/":order" for fifo)
@@ -46,6 +58,12 @@ class Summary:
         if failure is not None:
             self.failures[failure] += 1
 
+    def count_skipped_type(self, t: str) -> None:
+        types = self.skipped_types
+        if t not in types and len(types) >= MAX_SKIPPED_TYPES:
+            t = OTHER_TYPE
+        types[t] += 1
+
     def accounted(self) -> dict[str, int]:
         """Input events vs output members: each pair holds two events, each orphan one."""
         paired = 2 * sum(self.pairs.values())
@@ -56,6 +74,8 @@ class Summary:
         return {
             "records": self.records,
             "skipped": self.skipped,
+            "skipped_types": dict(self.skipped_types),
+            "duplicate_copies": self.duplicate_copies,
             "events": dict(self.events),
             "events_by_format": dict(self.events_by_format),
             "pairs": dict(self.pairs),
@@ -67,33 +87,60 @@ class Summary:
 
 
 class Pipeline:
-    """Parse -> pair -> count. Returns output records; the caller writes them wherever they go."""
+    """Parse -> count re-sent copies once -> pair -> count. Returns output records; the caller writes
+    them wherever they go."""
 
-    def __init__(self, engine: Engine, format_config: FormatConfig = DEFAULT_CONFIG) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        format_config: FormatConfig = DEFAULT_CONFIG,
+        dedup: HistoryDedup | None = None,
+    ) -> None:
         self.engine = engine
         self.format_config = format_config
+        self.dedup = dedup if dedup is not None else HistoryDedup()
         self.summary = Summary()
+        # What the last record said besides its events (its request starts, an unknown type, a
+        # session id): reused for every record, read by the file adapter after `feed`.
+        self.info = RecordInfo()
 
     def feed(
         self, raw: bytes, source: Source, *, key: str | None = None, arrival_ms: float | None = None
     ) -> list[Record]:
         summary = self.summary
         summary.records += 1
+        info = self.info
+        info.clear()
         try:
-            events = parse_record(raw, source, key=key, config=self.format_config)
+            events = parse_record(raw, source, key=key, config=self.format_config, info=info)
         except FormatError as err:
             rec = dead_letter(raw, err.reason, err.detail, source)
             summary.dead_letters[err.reason] += 1
             return [rec]
+        requests = info.requests
         if not events:
             summary.skipped += 1
+            if info.skipped_type is not None:
+                summary.count_skipped_type(info.skipped_type)
+            for _, conv, ts in requests:
+                self.engine.mark_request(conv, ts)
             return []
         out: list[Record] = []
         process = self.engine.process
-        for ev in events:
+        dedup = self.dedup
+        for i, ev in enumerate(events):
+            if requests:
+                while requests and requests[0][0] <= i:
+                    _, conv, ts = requests.pop(0)
+                    self.engine.mark_request(conv, ts)
+            if ev.format in RESENT_FORMATS and not dedup.admit(ev):
+                summary.duplicate_copies += 1
+                continue
             summary.events[ev.type] += 1
             summary.events_by_format[ev.format] += 1
             out.extend(process(ev, arrival_ms))
+        for _, conv, ts in requests:  # a request start after the record's last event
+            self.engine.mark_request(conv, ts)
         for rec in out:
             summary.count_output(rec)
         return out
