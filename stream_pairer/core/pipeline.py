@@ -98,7 +98,11 @@ class Pipeline:
     ) -> None:
         self.engine = engine
         self.format_config = format_config
-        self.dedup = dedup if dedup is not None else HistoryDedup()
+        self.dedup = (
+            dedup
+            if dedup is not None
+            else HistoryDedup(format_config.max_history_ids, engine.config.max_conversations)
+        )
         self.summary = Summary()
         # What the last record said besides its events (its request starts, an unknown type, a
         # session id): reused for every record, read by the file adapter after `feed`.
@@ -144,6 +148,24 @@ class Pipeline:
         for rec in out:
             summary.count_output(rec)
         return out
+
+    def reject(
+        self, head: bytes, size: int, source: Source, reason: str = "too_large", detail: str | None = None
+    ) -> list[Record]:
+        """A record the reader refused without reading it whole (a line past the size limit: only
+        its first bytes and its size are known) or could not cut out (a broken document)."""
+        self.summary.records += 1
+        self.summary.dead_letters[reason] += 1
+        if detail is None:
+            detail = (
+                f"the record is {size} bytes, more than the {self.format_config.max_record_bytes} "
+                "byte limit (not read into memory; raw holds its first bytes)"
+            )
+        rec = dead_letter(head, reason, detail, source)
+        if size > len(head):
+            rec["raw_bytes"] = size
+            rec["raw_truncated"] = True
+        return [rec]
 
     def advance(self, now_ms: float) -> list[Record]:
         return self._counted(self.engine.advance(now_ms))

@@ -91,6 +91,9 @@ class FormatConfig:
         "metadata.conversation_id",
     )
     max_record_bytes: int = 1_048_576
+    # Ids remembered per conversation to count re-sent history once (wire logs, OTel spans; see
+    # core/dedup.py): past it the oldest is forgotten, and a later copy of it becomes an orphan.
+    max_history_ids: int = 10_000
 
 
 DEFAULT_CONFIG: Final = FormatConfig()
