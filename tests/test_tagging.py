@@ -352,6 +352,7 @@ def test_input_rejection_is_argument_construction_not_execution(content: Any, is
     assert rec["failure"] == ARGUMENT_CONSTRUCTION
     assert EXECUTION not in rec["failures"]
     assert rec["failure_detail"].startswith("input rejected")
+    assert "input rejected: input rejected" not in rec["failure_detail"].lower()
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ SECOND_RESULTS: Final = frozenset({"duplicate_result", "late_result"})
 OTHER_TOOLS: Final = "(other)"
 UNKNOWN_TOOL: Final = "(unknown)"
 FORMATS: Final = ("table", "markdown", "csv", "json")
+OUTPUT_KINDS: Final = frozenset({"pair", "orphan_call", "orphan_result", "dead_letter"})
 
 
 def parse_time(text: str) -> float:
@@ -86,12 +87,17 @@ class Report:
         self.tools: dict[str, _ToolRow] = {}
         self.totals: Counter[str] = Counter()
         self.outcomes: Counter[str] = Counter()
+        # Records of stream-pairer's output kinds, in or out of the window: none at all means the
+        # inputs were not an output of `pair` / `run` (e.g. the raw log was given by mistake).
+        self.output_records = 0
 
     def add(self, rec: Any) -> None:
         if not isinstance(rec, dict):
             self.totals["malformed_lines"] += 1
             return
         kind = rec.get("kind")
+        if kind in OUTPUT_KINDS:
+            self.output_records += 1
         if kind not in ("pair", "orphan_call", "orphan_result"):
             self.totals["dead_letters" if kind == "dead_letter" else "other_records"] += 1
             return

@@ -258,7 +258,11 @@ def input_rejection(v: Verdict) -> str | None:
     m = _PREFIX.match(head)
     rest = head[m.end() :] if m else head
     if _REJECTION.match(rest):
-        return _cut(f"input rejected: {_first_line(rest)}")
+        said = _first_line(rest)
+        # The text may itself start with "Input rejected: ...": not "input rejected: input rejected".
+        if said[:14].lower() == "input rejected":
+            said = said[14:].lstrip(" :-")
+        return _cut(f"input rejected: {said}" if said else "input rejected")
     return None
 
 

@@ -198,6 +198,7 @@ class PartitionState:
         summary = self.pipeline.summary
         events = summary.events
         calls0, results0, skipped0 = events[CALL], events[RESULT], summary.skipped
+        copies0 = summary.duplicate_copies
         key = msg.key
         recs = self.pipeline.feed(
             msg.value or b"", self._source(msg), key=decode_key(key), arrival_ms=float(msg.timestamp)
@@ -209,7 +210,8 @@ class PartitionState:
                 metrics.observe_record_read(self._format_changed(), calls, results)
             elif summary.skipped != skipped0:
                 metrics.observe_record_read(None, 0, 0)
-                metrics.observe_skipped()
+                metrics.observe_skipped(self.pipeline.info.skipped_type)
+            metrics.observe_history_copies(summary.duplicate_copies - copies0)
         self._route(recs, key, out)
 
     def _format_changed(self) -> str | None:
