@@ -306,6 +306,8 @@ class _Chained:
         self.stream = stream
 
     def read(self, n: int = -1) -> bytes:
+        if n == 0:
+            return b""  # ijson probes the type of the stream with read(0)
         if self.head:
             out, self.head = self.head, b""
             return out
