@@ -245,7 +245,7 @@ def test_conversation_id_option_overrides_the_file_default(tmp_path: Path) -> No
     assert [p["conversation_id"] for p in res["pairs"]] == ["rome-chat"]
 
 
-# ---------------------------------------------------------------------------------------------- skip vs dead letter
+# ------------------------------------------------------------------------------------- skip vs dead letter
 
 
 def test_unknown_types_are_skipped_by_type_and_a_role_without_content_is_a_dead_letter(
