@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-import stream_pairer.adapters.files as files
 import stream_pairer.cli.commands.audit as audit_cmd
+from stream_pairer.adapters import files
 from stream_pairer.adapters.files import FileRecords, InputError, Oversize, expand_inputs, split_lines
 from stream_pairer.cli.app import main
 from stream_pairer.core.dedup import HistoryDedup
