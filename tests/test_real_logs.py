@@ -14,6 +14,7 @@ from typing import Any
 from stream_pairer.cli.app import main
 from stream_pairer.core.formats import RecordInfo, parse_record
 from tests.formats_helpers import SAMPLES, sample_lines
+from tests.test_pair_command import _validators
 
 DOCS = SAMPLES / "documents"
 
@@ -33,6 +34,10 @@ def run(tmp_path: Path, *inputs: Path | str, extra: tuple[str, ...] = ()) -> dic
         audit += ["--conversation-id", extra[extra.index("--conversation-id") + 1]]
     assert main(audit) == 0, "the audit finds every input event in exactly one output record"
     res = {name: read_jsonl(out / f"{name}.jsonl") for name in ("pairs", "orphans", "dead_letter")}
+    validators = _validators()
+    for name in ("pairs", "orphans", "dead_letter"):
+        for rec in res[name]:
+            validators[rec["kind"]].validate(rec)  # the published output contract holds
     res["summary"] = json.loads(summary.read_text())
     return res
 

@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
                     outputs,
                     input_isolation=args.input_isolation,
                     timeout_s=args.audit_timeout,
+                    progress=None if args.quiet else sys.stderr,
                 )
             )
         else:
@@ -284,22 +285,26 @@ async def audit_topics(
     *,
     input_isolation: str = "read_committed",
     timeout_s: float = 300.0,
+    progress: TextIO | None = None,
 ) -> AuditReport:
     """Read the input topics, then the output topics (read_committed: only what a transaction
     committed, as any downstream consumer sees it), each up to its end offsets taken at start."""
     deadline = time.monotonic() + timeout_s
+    tick = _AuditProgress(progress)
 
     def on_input(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         stream = auditor.streams[("kafka", topic, partition)]
         source = {"topic": topic, "partition": partition, "offset": offset}
         text_key = key.decode("utf-8", "replace") if key is not None else None
         auditor.add_input(stream, offset, value if value is not None else b"", source, text_key)
+        tick.tick("input records")
 
     def on_input_partition(topic: str, partition: int, begin: int, end: int) -> None:
         auditor.add_stream(("kafka", topic, partition), f"{topic}[{partition}]", begin, end)
 
     def on_output(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         auditor.add_output_line(value or b"", f"{topic}[{partition}]@{offset}")
+        tick.tick("output records")
 
     await read_topics(
         bootstrap,
@@ -311,6 +316,7 @@ async def audit_topics(
         required=True,
     )
     await read_topics(bootstrap, output_topics, "read_committed", on_output, deadline, required=False)
+    tick.done()
     return auditor.finish()
 
 

@@ -97,7 +97,8 @@ def value(v: Any) -> Any:
             return v["intValue"]
     if "arrayValue" in v:
         arr = v["arrayValue"]
-        return [value(x) for x in arr.get("values", [])] if type(arr) is dict else None
+        values = arr.get("values") if type(arr) is dict else None
+        return [value(x) for x in values] if type(values) is list else None
     if "kvlistValue" in v:
         kv = v["kvlistValue"]
         return attributes(kv.get("values")) if type(kv) is dict else None
