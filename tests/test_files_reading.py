@@ -75,11 +75,14 @@ def test_a_1_gib_line_is_not_read_into_memory(tmp_path: Path) -> None:
         f.write(comp.flush())
     assert path.stat().st_size < 8 << 20
     out = tmp_path / "out"
+    # VmHWM, the peak RSS of this process's own memory: ru_maxrss would also count the forking
+    # pytest process's peak (Linux carries it across exec).
     code = (
-        "import resource, sys\n"
+        "import re, sys\n"
         "from stream_pairer.cli.app import main\n"
         f"rc = main(['pair', {str(path)!r}, '--out', {str(out)!r}, '-q'])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(re.search(r'VmHWM:\\s+(\\d+) kB', status).group(1))\n"
         "sys.exit(rc)\n"
     )
     proc = subprocess.run(
@@ -141,6 +144,15 @@ def test_document_items_larger_than_the_limit_are_too_large(tmp_path: Path) -> N
     got = records_of(p, max_bytes=100)
     assert isinstance(got[0][1], Oversize) and got[0][1].size > 500
     assert json.loads(got[1][1]) == {"role": "user", "content": "y"}
+
+
+def test_document_with_a_byte_order_mark(tmp_path: Path) -> None:
+    p = tmp_path / "bom.json"
+    p.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"messages": [{"role": "user", "content": "hi"}]}, indent=2).encode()
+    )
+    ((_, raw, _),) = records_of(p)
+    assert json.loads(raw) == {"role": "user", "content": "hi"}
 
 
 def test_gzip_document(tmp_path: Path) -> None:

@@ -219,7 +219,8 @@ class FileRecords:
             head = stream.read(CHUNK)
             if _is_document(head, len(head) < CHUNK):
                 self.kind = "document"
-                yield from self._document(_Chained(head, stream))
+                body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a Windows editor's BOM
+                yield from self._document(_Chained(body, stream))
             else:
                 for lineno, raw in split_lines(stream, head, self.max_bytes):
                     yield {"file": self.label, "line": lineno}, raw, self._key(None)

@@ -220,7 +220,7 @@ class Auditor:
         # The same parse and the same history dedup as the run (pipeline.py), so a repeated copy
         # is known not to be an event here too.
         self._info = RecordInfo()
-        self.dedup = HistoryDedup(format_config.max_history_ids)
+        self.dedup = HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
 
     # ------------------------------------------------------------------ inputs
 

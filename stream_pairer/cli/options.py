@@ -172,7 +172,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_FORMAT_CONFIG.max_history_ids,
         help="per conversation: call/result ids remembered to count history re-sent by wire logs and "
         "OTel spans once (the oldest is forgotten past it; a later copy of a forgotten id is then "
-        "an orphan, superseded or duplicate_result); conversations remembered: --max-conversations",
+        "an orphan, superseded or duplicate_result)",
+    )
+    add_option(
+        f,
+        "--max-history-conversations",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_history_conversations,
+        help="conversations whose history ids are remembered (least recently used forgotten first)",
     )
     t = parser.add_argument_group("failure tagging")
     add_option(
@@ -229,6 +236,7 @@ def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
         conversation_fields=fields,
         max_record_bytes=args.max_record_bytes,
         max_history_ids=args.max_history_ids,
+        max_history_conversations=args.max_history_conversations,
     )
 
 

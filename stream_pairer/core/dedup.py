@@ -24,6 +24,9 @@ from typing import Final
 
 from stream_pairer.core.model import ToolEvent
 
+# The defaults of FormatConfig.max_history_ids / max_history_conversations (the options
+# --max-history-ids / --max-history-conversations): both the run and its audit build their
+# HistoryDedup from the same format configuration, so they forget the same ids.
 DEFAULT_MAX_IDS_PER_CONVERSATION: Final = 10_000
 DEFAULT_MAX_CONVERSATIONS: Final = 10_000
 

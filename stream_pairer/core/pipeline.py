@@ -101,7 +101,7 @@ class Pipeline:
         self.dedup = (
             dedup
             if dedup is not None
-            else HistoryDedup(format_config.max_history_ids, engine.config.max_conversations)
+            else HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
         )
         self.summary = Summary()
         # What the last record said besides its events (its request starts, an unknown type, a

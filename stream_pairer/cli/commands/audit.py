@@ -99,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         parser,
+        "--max-history-conversations",
+        type=positive_int,
+        default=DEFAULT_CONFIG.max_history_conversations,
+        help="the run's history conversation limit (wire logs, OTel)",
+    )
+    add_option(
+        parser,
         "--conversation-id",
         help="the conversation id the run gave records without one (files mode; default: the file path)",
     )
@@ -120,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         conversation_fields=fields,
         max_record_bytes=args.max_record_bytes,
         max_history_ids=args.max_history_ids,
+        max_history_conversations=args.max_history_conversations,
     )
     auditor = Auditor(config, exactly_once=args.exactly_once)
     started = time.monotonic()

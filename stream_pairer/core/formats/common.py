@@ -94,6 +94,8 @@ class FormatConfig:
     # Ids remembered per conversation to count re-sent history once (wire logs, OTel spans; see
     # core/dedup.py): past it the oldest is forgotten, and a later copy of it becomes an orphan.
     max_history_ids: int = 10_000
+    # Conversations whose ids are remembered for that (least recently used forgotten first).
+    max_history_conversations: int = 10_000
 
 
 DEFAULT_CONFIG: Final = FormatConfig()

@@ -62,7 +62,7 @@ def parse(d: dict[str, Any], t: str) -> list[Part]:
         out.append((CALL, call_id, name, tc.get("args"), None, tc, FORMAT))
         result = tc.get("result")
         status = tc.get("status")
-        if result is None and status not in _FINAL:
+        if result is None and not (type(status) is str and status in _FINAL):
             continue
         response, rid, failed = _response(result, i)
         error = tc.get("error")

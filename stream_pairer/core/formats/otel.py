@@ -46,7 +46,6 @@ from stream_pairer.core.formats.common import (
 )
 
 FORMAT: Final = "otel"
-_STATUS_ERROR: Final = (2, "STATUS_CODE_ERROR")
 _INDEXED: Final = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
 _TOOL_CALL: Final = re.compile(r"^tool_calls\.(\d+)\.(id|name|arguments)$")
 _CALL_EVENTS: Final = frozenset({"gen_ai.assistant.message", "gen_ai.choice"})
@@ -158,7 +157,9 @@ def _span(span: dict[str, Any]) -> list[Part]:
         args = decode_arguments(attrs.get("gen_ai.tool.call.arguments"))
         status = span.get("status")
         code = status.get("code") if type(status) is dict else None
-        failed = code in _STATUS_ERROR or attrs.get("error.type") is not None
+        failed = (
+            code in (2, "STATUS_CODE_ERROR") or attrs.get("error.type") is not None
+        )  # a tuple: code may be unhashable
         result = _json(attrs.get("gen_ai.tool.call.result"))
         if failed and result is None and type(status) is dict:
             result = status.get("message")
@@ -280,7 +281,7 @@ def _event(name: Any, body: dict[str, Any], owner: dict[str, Any]) -> list[Part]
     if name == "gen_ai.tool.message":
         rid = as_id(body.get("id"), "", None, "body.id")
         return [(RESULT, rid, None, _json(body.get("content")), None, body, FORMAT)]
-    if name in _CALL_EVENTS:
+    if type(name) is str and name in _CALL_EVENTS:
         msg = body.get("message") if name == "gen_ai.choice" else body
         if type(msg) is not dict:
             return []

@@ -105,7 +105,8 @@ def _request_parts(body: dict[str, Any], message: MessageParser) -> list[Part]:
             found = message(m, f"{prefix}[{i}].", "anthropic")
         else:
             found = []
-        per.append((found, m.get("role") in _ASSISTANT))
+        role = m.get("role")
+        per.append((found, type(role) is str and role in _ASSISTANT))
     last_assistant = max((i for i, (_, is_assistant) in enumerate(per) if is_assistant), default=-1)
     out: list[Part] = []
     for i, (parts, _) in enumerate(per):
