@@ -8,6 +8,7 @@ at the boundary; everything above it reads `err.retriable` and the class.
 
 from __future__ import annotations
 
+import ssl
 from typing import ClassVar
 
 
@@ -20,6 +21,20 @@ class SidecarError(Exception):
 
 class ConfigError(SidecarError):
     """Bad options or topic layout (e.g. a missing input topic with creation disabled)."""
+
+
+class AuthenticationFailed(ConfigError):
+    """SASL authentication failed (wrong user or password, expired token) or the broker does not
+    enable the mechanism. Retrying with the same credentials cannot help; a rotated Secret can."""
+
+
+class TlsFailed(ConfigError):
+    """TLS verification or handshake failed (untrusted certificate, hostname mismatch, a TLS client
+    on a plaintext listener). Not "broker unreachable": the broker answered, we refused it."""
+
+
+class AuthorizationFailed(ConfigError):
+    """Authenticated, but the principal lacks an ACL (topic, group, cluster or transactional id)."""
 
 
 class BrokerUnavailable(SidecarError):
@@ -62,6 +77,26 @@ def classify(err: BaseException, *, during: str) -> SidecarError:
     detail = f"{during}: {text}" if text.startswith(name) else f"{during}: {name}: {text}"
     if isinstance(err, ak.ProducerFenced | ak.InvalidProducerEpoch | ak.TransactionalIdAuthorizationFailed):
         return Fenced(detail)
+    if isinstance(
+        err,
+        ak.SaslAuthenticationFailed
+        | ak.AuthenticationFailedError
+        | ak.UnsupportedSaslMechanismError
+        | ak.IllegalSaslStateError
+        | ak.AuthenticationMethodNotSupported,
+    ):
+        return AuthenticationFailed(f"authentication failed: {detail}")
+    if isinstance(
+        err,
+        ak.TopicAuthorizationFailedError
+        | ak.GroupAuthorizationFailedError
+        | ak.ClusterAuthorizationFailedError,
+    ):
+        return AuthorizationFailed(f"not authorized: {detail}")
+    if isinstance(err, ssl.SSLCertVerificationError):
+        return TlsFailed(f"TLS verify failed: {during}: {err.verify_message or err.reason}")
+    if isinstance(err, ssl.SSLError):
+        return TlsFailed(f"TLS handshake failed: {detail}")
     if isinstance(err, ak.CommitFailedError | ak.RebalanceInProgressError | ak.IllegalGenerationError):
         return CommitFailed(detail)
     if isinstance(err, ak.KafkaConnectionError | ak.NoBrokersAvailable | ak.KafkaTimeoutError | OSError):

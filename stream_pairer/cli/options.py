@@ -30,21 +30,32 @@ def add_option(
     type: Callable[[str], Any] = str,
     default: Any = None,
     help: str,
+    sensitive: bool = False,
     **kwargs: Any,
 ) -> None:
-    """Add `--option` whose default is read from its environment variable when set."""
+    """Add `--option` whose default is read from its environment variable when set.
+
+    `sensitive`: the environment value is never echoed (neither as the default `--help` shows nor
+    in the error for an invalid value), because `--help` output and start-up errors end up in
+    terminals, CI logs and bug reports. Secrets themselves never come from a flag value at all
+    (see adapters/kafka/security.py); this covers options whose values may embed one."""
     env = env_name(option)
     raw = os.environ.get(env)
     if raw is not None and kwargs.get("action") not in ("store_true", "append"):
         try:
             default = type(raw)
         except (TypeError, ValueError) as err:
+            if sensitive:
+                raise SystemExit(f"stream-pairer: {env} is not valid (value not shown)") from None
             raise SystemExit(f"stream-pairer: {env}={raw!r} is not valid: {err}") from err
     elif raw is not None and kwargs.get("action") == "store_true":
         default = raw.strip().lower() in ("1", "true", "yes", "on")
     elif raw is not None and kwargs.get("action") == "append":
         default = [v for v in raw.split(",") if v]
-    shown = "" if default is None else f" (default: {default})"
+    if sensitive and raw is not None:
+        shown = f" (set from {env})"
+    else:
+        shown = "" if default is None else f" (default: {default})"
     if kwargs.get("action") == "store_true":  # argparse's store_true takes no type
         parser.add_argument(option, default=default, help=f"{help} [env {env}]", **kwargs)
         return

@@ -72,6 +72,8 @@ class KafkaSettings:
     # which every batch must fit; lower it for a broker or topic configured below that.
     max_batch_bytes: int = MAX_BATCH_BYTES
     extra: dict[str, Any] = field(default_factory=dict)  # passed to every client (security options)
+    consumer_extra: dict[str, Any] = field(default_factory=dict)  # --consumer-config (security.py)
+    producer_extra: dict[str, Any] = field(default_factory=dict)  # --producer-config (security.py)
 
     def common(self) -> dict[str, Any]:
         return {
@@ -94,6 +96,7 @@ def make_producer(settings: KafkaSettings, transactional_id: str | None = None) 
         max_batch_size=min(settings.max_batch_bytes, max_request_size),
         max_request_size=max_request_size,
         **settings.common(),
+        **settings.producer_extra,
     )
 
 
@@ -213,6 +216,7 @@ class CheckpointStore:
                 isolation_level="read_committed",
                 fetch_max_wait_ms=50,  # reads are short and targeted: do not park in a long poll
                 **self.settings.common(),
+                **self.settings.consumer_extra,
             )
             await reader.start()
             self._reader = reader

@@ -51,6 +51,7 @@ from stream_pairer.adapters.kafka.io import (
     tp_key,
 )
 from stream_pairer.adapters.kafka.rekeyer import Rekeyer
+from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.core.engine import Engine, EngineConfig, Tagger
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.pipeline import Pipeline
@@ -109,6 +110,7 @@ class SidecarConfig:
     checkpoint_match_wait_s: float = 5.0
     repartition: bool = False
     repartition_topic: str = "{topic}.by-conversation"
+    security: KafkaSecurity = PLAINTEXT  # TLS/SASL and client pass-through (security.py)
 
     def __post_init__(self) -> None:
         if not self.input_topics:
@@ -186,7 +188,12 @@ class Sidecar:
             client_id=config.client_id,
             request_timeout_ms=config.request_timeout_ms,
             max_output_bytes=config.max_output_bytes,
+            # Security (issue 14): one ssl context and the SASL settings shared by every client.
+            extra=config.security.client_kwargs(),
+            consumer_extra=dict(config.security.consumer_config),
+            producer_extra=dict(config.security.producer_config),
         )
+        self.last_error = ""  # why the last session ended (for /readyz), never a secret
         self.states: dict[TopicPartition, PartitionState] = {}
         self._parked: dict[TopicPartition, tuple[PartitionState, Checkpoint | None]] = {}
         self._last_commit: dict[TopicPartition, Checkpoint] = {}
@@ -305,6 +312,8 @@ class Sidecar:
         if ready:
             return 200, "text/plain", f"ready: {len(self.states)} partitions\n".encode()
         why = "not connected" if not self._connected else "no partitions assigned or not consuming"
+        if not self._connected and self.last_error:
+            why += f" ({self.last_error})"
         return 503, "text/plain", f"not ready: {why}\n".encode()
 
     # ================================================================== sessions
@@ -326,6 +335,7 @@ class Sidecar:
                         else classify(err, during="session")
                     )
                     delay = backoff.next()
+                    self.last_error = f"{type(error).__name__}: {error}"
                     log.log(
                         logging.ERROR if isinstance(error, ConfigError) else logging.WARNING,
                         "Kafka session %d ended (attempt %d): %s: %s; reconnecting in %.1fs",
@@ -344,6 +354,7 @@ class Sidecar:
 
     async def _session(self, backoff: Backoff) -> None:
         cfg = self.config
+        await probe(cfg.bootstrap_servers, cfg.security)  # names a TLS/SASL cause (security.py)
         admin = self._admin = make_admin(self.settings)
         await admin.start()
         counts = await topic_partitions(admin, cfg.input_topics)
@@ -389,6 +400,7 @@ class Sidecar:
             heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
             **self.settings.common(),
+            **self.settings.consumer_extra,
         )
         consumer.subscribe(list(self._origin), listener=_Listener(self))
         await consumer.start()

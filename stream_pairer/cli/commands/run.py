@@ -18,6 +18,7 @@ import socket
 import sys
 
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
+from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -29,6 +30,7 @@ from stream_pairer.cli.options import (
     positive_int,
     tagger_from_args,
 )
+from stream_pairer.errors import ConfigError
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "run"
@@ -167,7 +169,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=False,
         help="emit held calls/results as orphans (reason shutdown) on stop: for decommissioning",
     )
-    add_option(s, "--http-host", default="0.0.0.0", help="address of the /metrics /healthz /readyz endpoint")
+    add_option(
+        s,
+        "--http-host",
+        default="0.0.0.0",
+        help="address the /metrics /healthz /readyz endpoint binds: 0.0.0.0 (all interfaces) by "
+        "default because the kubelet's probes and Prometheus reach a Pod on its IP; 127.0.0.1 when "
+        "only processes on the same host (or Pod) may read it",
+    )
     add_option(
         s, "--http-port", type=_port, default=9464, help="port of that endpoint (0: an ephemeral port)"
     )
@@ -183,6 +192,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         s, "--backoff-max", type=positive_float, default=30.0, help="cap of the reconnect backoff, seconds"
     )
     add_option(s, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_security_arguments(parser)
     add_engine_arguments(parser)
 
 
@@ -235,6 +245,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         http_port=None if args.no_http else args.http_port,
         ready_timeout_s=args.ready_timeout,
         backoff_max_s=args.backoff_max,
+        security=security_from_args(args),
     )
 
 
@@ -277,7 +288,8 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     try:
         config = config_from_args(args)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, ConfigError) as err:
         print(f"stream-pairer run: {err}", file=sys.stderr)
         return 2
+    log.info("Kafka %s: %s", config.bootstrap_servers, config.security.describe())
     return asyncio.run(serve(config))
