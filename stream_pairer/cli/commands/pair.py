@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from stream_pairer.adapters.files import InputError, OutputWriter, read_lines
+from stream_pairer.adapters.files import (
+    InputError,
+    OutputRefused,
+    OutputWriter,
+    check_inputs,
+    check_output_dir,
+    read_lines,
+)
 from stream_pairer.cli.options import (
     add_engine_arguments,
     engine_config_from_args,
@@ -46,10 +53,16 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
+    try:
+        check_output_dir(args.out, args.inputs)
+        check_inputs(args.inputs)  # all of them, before anything is written
+    except InputError as err:
+        print(f"stream-pairer pair: {err}", file=sys.stderr)
+        return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
     try:
-        with OutputWriter(args.out) as writer:
+        with OutputWriter(args.out, args.inputs) as writer:
             for name in args.inputs:
                 source_name = "<stdin>" if name == "-" else name
                 for lineno, line in read_lines(name):
@@ -60,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             writer.write(pipeline.flush("end_of_input", result_reason="no_call"))
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(err, OutputRefused) else 1
     progress.done()
     elapsed = time.monotonic() - started
     if args.summary_json is not None:
