@@ -269,7 +269,7 @@ async def test_sidecar_with_wrong_password_is_not_ready_and_says_why(
 
         await wait_async(explained, 30, "/readyz naming the authentication failure")
         status, _ = await asyncio.to_thread(http_get, proc.http_port, "/healthz")
-        assert status == 200  # alive: a rotated Secret is picked up by the next attempt
+        assert status == 200  # alive and retrying: a broker-side fix is picked up by the next attempt
         assert await proc.terminate(30) == 0
     finally:
         proc.close()
