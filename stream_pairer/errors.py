@@ -86,13 +86,6 @@ def classify(err: BaseException, *, during: str) -> SidecarError:
         | ak.AuthenticationMethodNotSupported,
     ):
         return AuthenticationFailed(f"authentication failed: {detail}")
-    if isinstance(
-        err,
-        ak.TopicAuthorizationFailedError
-        | ak.GroupAuthorizationFailedError
-        | ak.ClusterAuthorizationFailedError,
-    ):
-        return AuthorizationFailed(f"not authorized: {detail}")
     if isinstance(err, ssl.SSLCertVerificationError):
         return TlsFailed(f"TLS verify failed: {during}: {err.verify_message or err.reason}")
     if isinstance(err, ssl.SSLError):
@@ -105,6 +98,13 @@ def classify(err: BaseException, *, during: str) -> SidecarError:
         return DeliveryFailed(detail)
     if during.startswith("commit"):
         return CommitFailed(detail)
+    if isinstance(
+        err,
+        ak.TopicAuthorizationFailedError
+        | ak.GroupAuthorizationFailedError
+        | ak.ClusterAuthorizationFailedError,
+    ):
+        return AuthorizationFailed(f"not authorized: {detail}")  # an ACL: retrying unchanged cannot help
     out = SidecarError(detail)
     if bool(getattr(err, "retriable", False)):
         out = BrokerUnavailable(detail)

@@ -399,8 +399,9 @@ def explain(err: BaseException, where: str, mechanism: str | None = None) -> Sid
 
     if isinstance(err, TimeoutError | asyncio.TimeoutError):
         return BrokerUnavailable(
-            f"{where}: no Kafka response in time (broker overloaded, or a TLS listener spoken to "
-            "without --security-protocol SSL/SASL_SSL, or the reverse?)"
+            f"broker unreachable or not answering: {where}: no Kafka response in time (a firewall "
+            "dropping packets, an overloaded broker, or a TLS listener spoken to without "
+            "--security-protocol SSL/SASL_SSL?)"
         )
     if isinstance(err, ssl.SSLCertVerificationError):
         return TlsFailed(f"TLS verify failed for {where}: {err.verify_message or err.reason}")
