@@ -91,8 +91,9 @@ def test_client_config_is_typed_and_validated_against_aiokafka() -> None:
         parse_client_config("producer", ["acks=1"])
     with pytest.raises(ConfigError, match="sasl_plain_password: set by stream-pairer"):
         parse_client_config("producer", [f"sasl_plain_password={CANARY}"])
-    with pytest.raises(ConfigError, match="wants an integer"):
-        parse_client_config("consumer", ["fetch_min_bytes=lots"])
+    with pytest.raises(ConfigError, match="wants an integer") as err:
+        parse_client_config("consumer", [f"fetch_min_bytes={CANARY}"])
+    assert CANARY not in str(err.value)
     with pytest.raises(ConfigError, match="wants key=value"):
         parse_client_config("consumer", ["fetch_min_bytes"])
 
@@ -102,7 +103,7 @@ def test_client_config_is_typed_and_validated_against_aiokafka() -> None:
     [
         ({"security_protocol": "TLS"}, "not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
         ({"security_protocol": "SASL_SSL"}, "needs --sasl-mechanism"),
-        ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI"}, "not one of PLAIN"),
+        ({"security_protocol": "SASL_SSL", "sasl_mechanism": CANARY}, "not one of PLAIN.*value not shown"),
         ({"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN"}, "needs --sasl-username"),
         (
             {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "a"},
@@ -114,8 +115,9 @@ def test_client_config_is_typed_and_validated_against_aiokafka() -> None:
     ],
 )
 def test_inconsistent_security_options_are_refused(kwargs: dict[str, str], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=message) as err:
         KafkaSecurity(**kwargs)  # type: ignore[arg-type]
+    assert CANARY not in str(err.value)  # a misplaced secret is not echoed
 
 
 def test_tls_context_verifies_chain_and_hostname_by_default(tmp_path: Path) -> None:
@@ -192,3 +194,20 @@ def test_help_and_config_errors_never_show_secrets(tmp_path: Path) -> None:
     assert "no_such_param: not a parameter of aiokafka's AIOKafkaConsumer" in done.stderr
     assert CANARY not in done.stdout + done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_sensitive_option_never_echoes_its_environment_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse  # noqa: PLC0415
+
+    from stream_pairer.cli.options import add_option  # noqa: PLC0415
+
+    monkeypatch.setenv("STREAM_PAIRER_SOME_LIMIT", CANARY)
+    parser = argparse.ArgumentParser()
+    with pytest.raises(SystemExit) as err:
+        add_option(parser, "--some-limit", type=int, help="a number", sensitive=True)
+    assert "STREAM_PAIRER_SOME_LIMIT is not valid" in str(err.value) and CANARY not in str(err.value)
+    monkeypatch.setenv("STREAM_PAIRER_SOME_LIMIT", "12345")
+    add_option(parser, "--some-limit", type=int, help="a number", sensitive=True)
+    text = parser.format_help()
+    assert "set from STREAM_PAIRER_SOME_LIMIT" in text and "12345" not in text
+    assert parser.parse_args([]).some_limit == 12345

@@ -195,17 +195,17 @@ def _convert(key: str, raw: str, default: Any) -> Any:
             return True
         if low in ("false", "0", "no", "off"):
             return False
-        raise ConfigError(f"{key} wants true or false, got {text!r}")
+        raise ConfigError(f"{key} wants true or false (value not shown)")
     if isinstance(default, int):
         try:
             return int(text)
         except ValueError:
-            raise ConfigError(f"{key} wants an integer, got {text!r}") from None
+            raise ConfigError(f"{key} wants an integer (value not shown)") from None
     if isinstance(default, float):
         try:
             return float(text)
         except ValueError:
-            raise ConfigError(f"{key} wants a number, got {text!r}") from None
+            raise ConfigError(f"{key} wants a number (value not shown)") from None
     if default is None and text.lstrip("-").isdigit():
         return int(text)
     return text
@@ -262,12 +262,13 @@ class KafkaSecurity:
     def __post_init__(self) -> None:
         proto, mech = self.security_protocol, self.sasl_mechanism
         if proto not in PROTOCOLS:
-            raise ConfigError(f"--security-protocol {proto!r}: not one of {', '.join(PROTOCOLS)}")
+            # The value is not echoed: a misplaced secret (swapped variables) must not reach a log.
+            raise ConfigError(f"--security-protocol: not one of {', '.join(PROTOCOLS)} (value not shown)")
         sasl = proto.startswith("SASL_")
         if sasl and mech is None:
             raise ConfigError(f"--security-protocol {proto} needs --sasl-mechanism ({', '.join(MECHANISMS)})")
         if mech is not None and mech not in MECHANISMS:
-            raise ConfigError(f"--sasl-mechanism {mech!r}: not one of {', '.join(MECHANISMS)}")
+            raise ConfigError(f"--sasl-mechanism: not one of {', '.join(MECHANISMS)} (value not shown)")
         if mech is not None and not sasl:
             raise ConfigError(f"--sasl-mechanism {mech} needs --security-protocol SASL_SSL or SASL_PLAINTEXT")
         if sasl and mech in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
