@@ -20,6 +20,7 @@ from stream_pairer.adapters.kafka.security import (
     FileTokenProvider,
     KafkaSecurity,
     Secret,
+    check_client_config,
     parse_client_config,
     read_secret,
 )
@@ -96,6 +97,10 @@ def test_client_config_is_typed_and_validated_against_aiokafka() -> None:
     assert CANARY not in str(err.value)
     with pytest.raises(ConfigError, match="wants key=value"):
         parse_client_config("consumer", ["fetch_min_bytes"])
+    # A value of the right type that aiokafka's constructor refuses: a start-up error too.
+    check_client_config({"fetch_min_bytes": 1024}, {"compression_type": "gzip"})
+    with pytest.raises(ConfigError, match="--producer-config: aiokafka refused it: ValueError"):
+        check_client_config({}, parse_client_config("producer", ["compression_type=nope"]))
 
 
 @pytest.mark.parametrize(
@@ -193,6 +198,12 @@ def test_help_and_config_errors_never_show_secrets(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "no_such_param: not a parameter of aiokafka's AIOKafkaConsumer" in done.stderr
     assert CANARY not in done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    done = _cli(
+        "run", "--bootstrap-servers", "127.0.0.1:9", "--input-topic", "t", "--group-id", "g",
+        "--security-protocol", "SSL", "--ssl-cafile", str(tmp_path / "no-such-ca.pem"), env=env,
+    )  # fmt: skip
+    assert done.returncode == 2 and "no-such-ca.pem: no such file" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 

@@ -18,6 +18,7 @@ from stream_pairer.adapters.kafka.security import (
     PROTOCOLS,
     FileTokenProvider,
     KafkaSecurity,
+    check_client_config,
     parse_client_config,
     read_secret,
 )
@@ -79,7 +80,7 @@ def add_security_arguments(parser: argparse.ArgumentParser, *, producer: bool = 
             action="append",
             default=None,
             sensitive=True,
-            help="extra aiokafka producer parameter key=value (repeatable; e.g. compression_type=zstd)",
+            help="extra aiokafka producer parameter key=value (repeatable; e.g. compression_type=gzip)",
         )
 
 
@@ -93,7 +94,7 @@ def security_from_args(args: argparse.Namespace) -> KafkaSecurity:
     # `append` options: flag values plus the comma-separated environment variable (add_option).
     consumer = parse_client_config("consumer", args.consumer_config or [])
     producer = parse_client_config("producer", getattr(args, "producer_config", None) or [])
-    return KafkaSecurity(
+    security = KafkaSecurity(
         security_protocol=(args.security_protocol or "PLAINTEXT").strip().upper(),
         sasl_mechanism=mechanism,
         sasl_username=args.sasl_username,
@@ -107,3 +108,6 @@ def security_from_args(args: argparse.Namespace) -> KafkaSecurity:
         consumer_config=consumer,
         producer_config=producer,
     )
+    security.client_kwargs()  # load the CA, certificate and key now: a bad file is a start-up error
+    check_client_config(consumer, producer)
+    return security

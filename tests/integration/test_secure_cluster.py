@@ -154,9 +154,12 @@ async def test_exactly_once_through_sasl_ssl_scram_and_audit(
         assert CANARY not in text, f"the password leaked into the {name}"
 
 
-@pytest.mark.parametrize("listener", ["SCRAM-SHA-256", "PLAIN", "OAUTHBEARER", "mTLS"])
+@pytest.mark.parametrize(
+    ("listener", "exactly_once"),
+    [("SCRAM-SHA-256", False), ("PLAIN", True), ("OAUTHBEARER", False), ("mTLS", True)],
+)
 async def test_pairs_and_audits_through_each_listener(
-    secure_broker: kb.SecureKafkaBroker, tmp_path: Path, listener: str
+    secure_broker: kb.SecureKafkaBroker, tmp_path: Path, listener: str, exactly_once: bool
 ) -> None:
     broker, pki = secure_broker, secure_broker.pki
     if listener == "SCRAM-SHA-256":
@@ -184,14 +187,16 @@ async def test_pairs_and_audits_through_each_listener(
     topic = await kb.create_topic(broker.bootstrap, 2, prefix="sec")
     phase1, phase2 = two_phase_traffic(6, 2, seed=3)
     placed = await produce(broker.bootstrap, topic, phase1 + phase2)
-    sidecar = await started(config(bootstrap, topic, f"g-{topic}", security=security))
+    sidecar = await started(
+        config(bootstrap, topic, f"g-{topic}", security=security, exactly_once=exactly_once)
+    )
     try:
         async with OutputReader(broker.bootstrap, topic) as reader:
             await reader.until(lambda recs: set(identities(recs)) >= expected_identities(topic, placed), 60)
     finally:
         assert await sidecar.stop(20)
     report = await audit_topics(
-        Auditor(DEFAULT_CONFIG),
+        Auditor(DEFAULT_CONFIG, exactly_once=exactly_once),
         bootstrap,
         [topic],
         [f"{topic}.pairs", f"{topic}.orphans", f"{topic}.dead-letter"],
@@ -199,6 +204,8 @@ async def test_pairs_and_audits_through_each_listener(
         security=security,
     )
     assert report.ok and report.lost == 0, report.as_dict()
+    if exactly_once:
+        assert report.duplicated == 0
     if listener == "OAUTHBEARER":
         assert isinstance(security.sasl_token_provider, FileTokenProvider)
         assert security.sasl_token_provider.reads == 1  # read once, reused by every connection

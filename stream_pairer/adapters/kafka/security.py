@@ -239,6 +239,31 @@ def parse_client_config(kind: str, items: Iterable[str]) -> dict[str, Any]:
     return out
 
 
+def check_client_config(consumer: Mapping[str, Any], producer: Mapping[str, Any]) -> None:
+    """Let aiokafka's constructors judge the pass-through values now (they connect nothing): a
+    value they refuse (say a compression codec whose library is not installed) is a start-up error
+    naming the flag, not a crash inside the first session."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
+
+    async def build(kind: str, cfg: Mapping[str, Any]) -> None:
+        client: AIOKafkaConsumer | AIOKafkaProducer
+        if kind == "consumer":
+            client = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:9", enable_auto_commit=False, **cfg)
+        else:
+            client = AIOKafkaProducer(
+                bootstrap_servers="127.0.0.1:9", acks="all", enable_idempotence=True, **cfg
+            )
+        await client.stop()  # never started: releases what the constructor made
+
+    for kind, cfg in (("consumer", consumer), ("producer", producer)):
+        if not cfg:
+            continue
+        try:
+            asyncio.run(build(kind, cfg))
+        except Exception as err:
+            raise ConfigError(f"--{kind}-config: aiokafka refused it: {type(err).__name__}: {err}") from None
+
+
 # ------------------------------------------------------------------------------ the security settings
 
 
