@@ -15,6 +15,9 @@ Library use::
     with KafkaCluster(3) as cluster:   # three KRaft nodes, replication factor 3, min ISR 2
         cluster.kill(0); cluster.start(0)
 
+    with SecureKafkaBroker(users={"alice": "pw"}) as broker:  # + SASL_SSL (SCRAM), SASL_PLAINTEXT
+        broker.sasl_ssl_bootstrap, broker.pki.ca               # (PLAIN, OAUTHBEARER), SSL (mutual TLS)
+
 CLI: ``python scripts/kafka_broker.py {resolve,start,stop} --help``.
 """
 
