@@ -57,6 +57,22 @@ def test_read_secret_from_file_or_env(tmp_path: Path, monkeypatch: pytest.Monkey
         read_secret(str(tmp_path / "missing"), None, "SASL password")
 
 
+def test_reloaded_reads_rotated_password_files(tmp_path: Path) -> None:
+    pw = tmp_path / "pw"
+    pw.write_text("first\n")
+    sec = KafkaSecurity(
+        "SASL_PLAINTEXT", "PLAIN", "alice", read_secret(str(pw), None, "x"), sasl_password_file=str(pw)
+    )
+    pw.write_text("second\n")  # the kubelet updated the mounted Secret
+    assert sec.reloaded().client_kwargs()["sasl_plain_password"] == "second"
+    assert sec.client_kwargs()["sasl_plain_password"] == "first"  # the settings object is immutable
+    fixed = KafkaSecurity("SASL_PLAINTEXT", "PLAIN", "alice", Secret("env"))
+    assert fixed.reloaded() is fixed  # from the environment: nothing to re-read
+    pw.unlink()
+    with pytest.raises(ConfigError, match="cannot read the SASL password file"):
+        sec.reloaded()
+
+
 def test_token_file_is_reread_only_when_it_changes(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text("token-one\n")

@@ -107,6 +107,8 @@ def security_from_args(args: argparse.Namespace) -> KafkaSecurity:
         ssl_check_hostname=not args.ssl_no_check_hostname,
         consumer_config=consumer,
         producer_config=producer,
+        sasl_password_file=args.sasl_password_file,
+        ssl_password_file=args.ssl_password_file,
     )
     security.client_kwargs()  # load the CA, certificate and key now: a bad file is a start-up error
     check_client_config(consumer, producer)

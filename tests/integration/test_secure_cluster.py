@@ -34,6 +34,7 @@ from .sidecar_support import (
     OutputReader,
     SidecarProcess,
     config,
+    event,
     expected_identities,
     http_get,
     identities,
@@ -252,18 +253,26 @@ def test_each_failure_names_its_cause(secure_broker: kb.SecureKafkaBroker, tmp_p
     assert [line for line in seen if "unreachable" in line] == [seen[-1]]
 
 
-async def test_sidecar_with_wrong_password_is_not_ready_and_says_why(
+async def test_sidecar_with_wrong_password_is_not_ready_says_why_and_recovers_on_rotation(
     secure_broker: kb.SecureKafkaBroker, tmp_path: Path
 ) -> None:
+    """`run` with a wrong password in its (mounted) password file: /readyz 503 naming the
+    authentication failure, ERROR log lines saying so (not "Unable to bootstrap"), alive; then the
+    Secret is rotated to the right password (the file rewritten in place) and the same process
+    becomes ready and pairs, without a restart."""
     broker = secure_broker
     topic = await kb.create_topic(broker.bootstrap, 1, prefix="sec")
+    password_file = tmp_path / "sasl-password"
+    password_file.write_text("not-the-password\n")
     proc = SecretSidecarProcess(
         tmp_path / "sidecar.log",
         broker.sasl_ssl_bootstrap,
         topic,
         f"g-{topic}",
         *scram_args(broker),
-        env={"STREAM_PAIRER_SASL_PASSWORD": CANARY + "-but-wrong"},
+        "--sasl-password-file",
+        str(password_file),
+        env={},
     ).start()
     try:
 
@@ -276,7 +285,13 @@ async def test_sidecar_with_wrong_password_is_not_ready_and_says_why(
 
         await wait_async(explained, 30, "/readyz naming the authentication failure")
         status, _ = await asyncio.to_thread(http_get, proc.http_port, "/healthz")
-        assert status == 200  # alive and retrying: a broker-side fix is picked up by the next attempt
+        assert status == 200  # alive and retrying
+        password_file.write_text(CANARY + "\n")  # the Secret rotated
+        await proc.wait_ready(30)
+        placed = await produce(broker.bootstrap, topic, [(b"c", event("c", "tool_call", "x")),
+                                                         (b"c", event("c", "tool_result", "x"))])  # fmt: skip
+        async with OutputReader(broker.bootstrap, topic) as reader:
+            await reader.until(lambda recs: set(identities(recs)) >= expected_identities(topic, placed), 30)
         assert await proc.terminate(30) == 0
     finally:
         proc.close()
@@ -284,4 +299,4 @@ async def test_sidecar_with_wrong_password_is_not_ready_and_says_why(
     errors = [line for line in log.splitlines() if " ERROR " in line and "authentication failed" in line]
     assert errors, log
     assert "Unable to bootstrap" not in "\n".join(errors)
-    assert CANARY not in log
+    assert CANARY not in log and "not-the-password" not in log

@@ -16,7 +16,7 @@ import inspect
 import os
 import ssl
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +283,9 @@ class KafkaSecurity:
     ssl_check_hostname: bool = True
     consumer_config: Mapping[str, Any] = field(default_factory=dict)
     producer_config: Mapping[str, Any] = field(default_factory=dict)
+    # Where the passwords came from, so that `reloaded()` can read a rotated Secret again.
+    sasl_password_file: str | None = None
+    ssl_password_file: str | None = None
 
     def __post_init__(self) -> None:
         proto, mech = self.security_protocol, self.sasl_mechanism
@@ -311,6 +314,23 @@ class KafkaSecurity:
             raise ConfigError(f"--ssl-* options need --security-protocol SSL or SASL_SSL, not {proto}")
         if self.ssl_keyfile and not self.ssl_certfile:
             raise ConfigError("--ssl-keyfile needs --ssl-certfile")
+
+    def reloaded(self) -> KafkaSecurity:
+        """The same settings with the password files read again: the sidecar calls this before
+        every (re)connection, so a rotated Kubernetes Secret (the kubelet updates mounted files in
+        place) is used by the next attempt without a restart. Certificate and key files are read
+        again anyway: `client_kwargs()` builds a fresh TLS context each time."""
+        if not (self.sasl_password_file or self.ssl_password_file):
+            return self
+        return replace(
+            self,
+            sasl_password=read_secret(self.sasl_password_file, None, "SASL password")
+            if self.sasl_password_file
+            else self.sasl_password,
+            ssl_password=read_secret(self.ssl_password_file, None, "TLS key password")
+            if self.ssl_password_file
+            else self.ssl_password,
+        )
 
     @property
     def tls(self) -> bool:

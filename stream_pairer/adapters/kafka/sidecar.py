@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
@@ -354,7 +354,9 @@ class Sidecar:
 
     async def _session(self, backoff: Backoff) -> None:
         cfg = self.config
-        await probe(cfg.bootstrap_servers, cfg.security)  # names a TLS/SASL cause (security.py)
+        security = cfg.security.reloaded()  # a rotated password file is read again (security.py)
+        self.settings = replace(self.settings, extra=security.client_kwargs())
+        await probe(cfg.bootstrap_servers, security)  # names a TLS/SASL cause (security.py)
         admin = self._admin = make_admin(self.settings)
         await admin.start()
         counts = await topic_partitions(admin, cfg.input_topics)
