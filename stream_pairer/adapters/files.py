@@ -16,6 +16,7 @@ from typing import IO, Any
 import orjson
 
 from stream_pairer.core.engine import Record
+from stream_pairer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 OUTPUT_FILES = {
@@ -24,10 +25,6 @@ OUTPUT_FILES = {
     "orphan_result": "orphans.jsonl",
     "dead_letter": "dead_letter.jsonl",
 }
-
-
-class InputError(Exception):
-    """An input file that cannot be opened or read: the one case where the job exits non-zero."""
 
 
 def open_input(name: str) -> IO[bytes]:

@@ -24,8 +24,9 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.adapters.files import InputError, read_lines
+from stream_pairer.adapters.files import read_lines
 from stream_pairer.core.tagging import EMPTY, ERROR, OK, POINTS
+from stream_pairer.errors import InputError
 
 NONE: Final = "none"
 ROWS: Final = (*POINTS, NONE)

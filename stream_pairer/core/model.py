@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
+from stream_pairer.errors import FormatError
+
+__all__ = ["FormatError"]  # re-exported: the readers raise it from here
+
 CALL: Final = "tool_call"
 RESULT: Final = "tool_result"
 EventType = Literal["tool_call", "tool_result"]
@@ -123,16 +127,6 @@ def event_key(source: Source, block: int) -> tuple[Any, ...]:
     if "offset" in source:
         return ("kafka", source.get("topic"), source.get("partition"), source.get("offset"), block)
     return ("file", source.get("file"), source.get("line"), block)
-
-
-class FormatError(ValueError):
-    """A record that cannot be read. `reason` is a short stable code (a metric label value);
-    `detail` is the human sentence that says exactly what was wrong."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 MAX_DEAD_LETTER_RAW_BYTES: Final = 512 * 1024

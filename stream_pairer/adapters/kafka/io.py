@@ -13,7 +13,7 @@ knows *how* with aiokafka, so the orchestration reads without client details:
   original EOS design) means the next owner of a partition fences the previous one and aborts its
   open transaction the moment it starts, whichever instance it runs on.
 
-Errors leave this module as `stream_pairer.errors` classes (see `classify`).
+Errors leave this module as `stream_pairer.errors` classes (see `adapters/kafka/errors.py`).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.errors import (
     BrokerUnavailable,
     CheckpointError,
     CommitFailed,
     ConfigError,
     SidecarError,
-    classify,
 )
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream import checkpoint as ckpt

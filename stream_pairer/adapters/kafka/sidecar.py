@@ -37,6 +37,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.io import (
     AtLeastOnce,
     CheckpointStore,
@@ -54,7 +55,7 @@ from stream_pairer.adapters.kafka.rekeyer import Rekeyer
 from stream_pairer.core.engine import Engine, EngineConfig, Tagger
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError, classify
+from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError
 from stream_pairer.ops.http import HttpServer, Response
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import orjson
 
-from stream_pairer.adapters.files import OUTPUT_FILES, InputError, read_lines
+from stream_pairer.adapters.files import OUTPUT_FILES, read_lines
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.cli.options import add_option, positive_float, positive_int
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
+from stream_pairer.errors import AuditReadError, InputError
 
 NAME = "audit"
 HELP = "check that every input event is in exactly one output record (files or Kafka topics)"
@@ -151,10 +152,6 @@ def expand_topics(templates: list[str], input_topics: list[str]) -> list[str]:
 def _usage(msg: str) -> int:
     print(f"stream-pairer audit: {msg}", file=sys.stderr)
     return 2
-
-
-class AuditReadError(Exception):
-    """Topics that cannot be read to their end (missing input topic, broker gone, timeout)."""
 
 
 # ---------------------------------------------------------------------------------------------- files

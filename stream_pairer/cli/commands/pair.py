@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from stream_pairer.adapters.files import InputError, OutputWriter, read_lines
+from stream_pairer.adapters.files import OutputWriter, read_lines
 from stream_pairer.cli.options import (
     add_engine_arguments,
     engine_config_from_args,
@@ -17,6 +17,7 @@ from stream_pairer.cli.options import (
 )
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline, Summary
+from stream_pairer.errors import InputError
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
