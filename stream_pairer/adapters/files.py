@@ -16,14 +16,15 @@ from typing import IO, Any
 import orjson
 
 from stream_pairer.core.engine import Record
+from stream_pairer.core.vocab import RecordKind
 from stream_pairer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 OUTPUT_FILES = {
-    "pair": "pairs.jsonl",
-    "orphan_call": "orphans.jsonl",
-    "orphan_result": "orphans.jsonl",
-    "dead_letter": "dead_letter.jsonl",
+    RecordKind.PAIR.value: "pairs.jsonl",
+    RecordKind.ORPHAN_CALL.value: "orphans.jsonl",
+    RecordKind.ORPHAN_RESULT.value: "orphans.jsonl",
+    RecordKind.DEAD_LETTER.value: "dead_letter.jsonl",
 }
 
 

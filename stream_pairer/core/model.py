@@ -24,12 +24,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
+from stream_pairer.core.vocab import EventType as _EventType
+from stream_pairer.core.vocab import RecordKind
 from stream_pairer.errors import FormatError
 
 __all__ = ["FormatError"]  # re-exported: the readers raise it from here
 
-CALL: Final = "tool_call"
-RESULT: Final = "tool_result"
+CALL: Final = _EventType.TOOL_CALL.value
+RESULT: Final = _EventType.TOOL_RESULT.value
 EventType = Literal["tool_call", "tool_result"]
 
 # Lineage of one input record. File: {"file": path, "line": n}. Kafka: {"topic", "partition", "offset"}.
@@ -130,6 +132,7 @@ def event_key(source: Source, block: int) -> tuple[Any, ...]:
 
 
 MAX_DEAD_LETTER_RAW_BYTES: Final = 512 * 1024
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 
 def dead_letter(raw: bytes, reason: str, detail: str, source: Source) -> dict[str, Any]:
@@ -137,7 +140,7 @@ def dead_letter(raw: bytes, reason: str, detail: str, source: Source) -> dict[st
     record larger than MAX_DEAD_LETTER_RAW_BYTES is cut (flagged `raw_truncated`) so that the
     dead-letter message itself stays producible; `source` still points at the full original."""
     rec: dict[str, Any] = {
-        "kind": "dead_letter",
+        "kind": _DEAD_LETTER,
         "reason": reason,
         "detail": detail,
         "raw_bytes": len(raw),

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from stream_pairer.core.engine import Engine, Record
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
 from stream_pairer.core.model import FormatError, Source, dead_letter
+from stream_pairer.core.vocab import OrphanReason, RecordKind
+
+_PAIR: Final = RecordKind.PAIR.value
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 
 @dataclass(slots=True)
@@ -31,10 +35,10 @@ class Summary:
 
     def count_output(self, rec: Record) -> None:
         kind = rec["kind"]
-        if kind == "pair":
+        if kind == _PAIR:
             m = rec["match"]
             self.pairs[m if rec["fifo_by"] is None else f"{m}:{rec['fifo_by']}"] += 1
-        elif kind == "dead_letter":
+        elif kind == _DEAD_LETTER:
             self.dead_letters[rec["reason"]] += 1
             return
         else:
@@ -101,7 +105,9 @@ class Pipeline:
     def advance(self, now_ms: float) -> list[Record]:
         return self._counted(self.engine.advance(now_ms))
 
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Record]:
+    def flush(
+        self, reason: str = OrphanReason.SHUTDOWN.value, result_reason: str | None = None
+    ) -> list[Record]:
         return self._counted(self.engine.flush(reason, result_reason))
 
     def _counted(self, out: list[Record]) -> list[Record]:

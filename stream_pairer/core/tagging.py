@@ -22,16 +22,18 @@ import orjson
 
 from stream_pairer.core.model import ToolEvent
 from stream_pairer.core.toolschemas import ToolSchemaRegistry
+from stream_pairer.core.vocab import FailurePoint, Outcome
 
-OK: Final = "ok"
-EMPTY: Final = "empty"
-ERROR: Final = "error"
+# The vocabulary (vocab.py) as plain `str` globals, read on every tagged record.
+OK: Final = Outcome.OK.value
+EMPTY: Final = Outcome.EMPTY.value
+ERROR: Final = Outcome.ERROR.value
 
-TOOL_SELECTION: Final = "tool_selection"
-ARGUMENT_CONSTRUCTION: Final = "argument_construction"
-EXECUTION: Final = "execution"
-RESULT_INTERPRETATION: Final = "result_interpretation"
-TERMINATION: Final = "termination"
+TOOL_SELECTION: Final = FailurePoint.TOOL_SELECTION.value
+ARGUMENT_CONSTRUCTION: Final = FailurePoint.ARGUMENT_CONSTRUCTION.value
+EXECUTION: Final = FailurePoint.EXECUTION.value
+RESULT_INTERPRETATION: Final = FailurePoint.RESULT_INTERPRETATION.value
+TERMINATION: Final = FailurePoint.TERMINATION.value
 
 # Priority of `failure` when several points apply: the order of the call's own life (which tool,
 # which arguments, did it run, what came back, should it have run at all). The earliest point is

@@ -24,11 +24,15 @@ from stream_pairer.core.engine import Record
 from stream_pairer.core.formats import parse_record
 from stream_pairer.core.model import CALL, RESULT, FormatError, Source, dead_letter
 from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.vocab import RecordKind
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.stream.clock import NEG_INF, StreamClock
 
 # Lineage headers of a record re-keyed by --repartition (see repartition.py).
+_PAIR: Final = RecordKind.PAIR.value
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
+
 H_TOPIC: Final = "sp-src-topic"
 H_PARTITION: Final = "sp-src-partition"
 H_OFFSET: Final = "sp-src-offset"
@@ -327,9 +331,9 @@ class PartitionState:
         topics = self.outputs
         for rec in recs:
             kind = rec["kind"]
-            if kind == "pair":
+            if kind == _PAIR:
                 out.append(Emitted(topics.pairs, rec["conversation_id"].encode(), rec))
-            elif kind == "dead_letter":
+            elif kind == _DEAD_LETTER:
                 out.append(Emitted(topics.dead_letters, input_key, rec))
             else:
                 out.append(Emitted(topics.orphans, rec["conversation_id"].encode(), rec))
