@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -158,6 +158,9 @@ class Engine:
         self.open_calls = 0
         self.pending_results = 0
         self.evictions: Counter[str] = Counter()  # by limit name, for metrics
+        # Told of each eviction as it happens, (events, limit): how the pipeline reports evictions to
+        # its observer (the sidecar's metrics) without diffing `evictions` afterwards.
+        self.on_evict: Callable[[int, str], None] | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -249,7 +252,7 @@ class Engine:
             if cid in conv.closed:
                 self._drop_closed(conv, cid)
         if len(conv.open_calls) >= self.config.max_calls_per_conversation:
-            self.evictions[EvictionLimit.CALLS_PER_CONVERSATION.value] += 1
+            self._evicted(1, EvictionLimit.CALLS_PER_CONVERSATION.value)
             self._emit_orphan(next(iter(conv.open_calls.values())), EVICTED, out)
         held = self._hold(call, conv, ts, ts + self.config.call_timeout_ms)
         conv.open_calls[held.seq] = held
@@ -320,9 +323,14 @@ class Engine:
         held_events = list(conv.open_calls.values())
         for waiting in conv.pending_results.values():
             held_events.extend(waiting)
-        self.evictions[EvictionLimit.CONVERSATIONS.value] += len(held_events)
+        self._evicted(len(held_events), EvictionLimit.CONVERSATIONS.value)
         for held in held_events:
             self._emit_orphan(held, EVICTED, out)
+
+    def _evicted(self, n: int, limit: str) -> None:
+        self.evictions[limit] += n
+        if self.on_evict is not None and n:
+            self.on_evict(n, limit)
 
     def _hold(self, event: ToolEvent, conv: Conversation, ts: float, deadline: float) -> Held:
         held = Held(event, self._next_seq(), ts, deadline, conv)
@@ -386,7 +394,7 @@ class Engine:
 
     def _enforce_bytes(self, out: list[Record]) -> None:
         while self.held_bytes > self.config.max_held_bytes and self._held:
-            self.evictions[EvictionLimit.HELD_BYTES.value] += 1
+            self._evicted(1, EvictionLimit.HELD_BYTES.value)
             self._emit_orphan(next(iter(self._held.values())), EVICTED, out)
 
     def _advance(self, now_ms: float, out: list[Record]) -> None:

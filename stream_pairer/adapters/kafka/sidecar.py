@@ -725,10 +725,12 @@ class Sidecar:
                     tp_key(tp), cp.committed, offset,
                 )  # fmt: skip
                 cp = None
-            pipeline = Pipeline(Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats)
+            pipeline = Pipeline(
+                Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats, observer=self.metrics
+            )
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
-                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000, metrics=self.metrics,
+                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,
                 lineage_headers=cfg.repartition,
             )  # fmt: skip
             if cp is not None:
