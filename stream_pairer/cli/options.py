@@ -206,9 +206,12 @@ def tagger_from_args(args: argparse.Namespace) -> Any:
     """The failure-point tagger configured by the tagging options (imported here, not at module
     top, so that the option parsing stays cheap for commands that never pair)."""
     from stream_pairer.core.tagging import FailureTagger  # noqa: PLC0415 - see docstring
-    from stream_pairer.core.toolschemas import ToolSchemaRegistry  # noqa: PLC0415
 
-    schemas = ToolSchemaRegistry.load(args.tool_schemas) if args.tool_schemas else None
+    schemas = None
+    if args.tool_schemas:  # jsonschema_rs is loaded only for a run that validates arguments
+        from stream_pairer.core.toolschemas import ToolSchemaRegistry  # noqa: PLC0415
+
+        schemas = ToolSchemaRegistry.load(args.tool_schemas)
     return FailureTagger(
         schemas,
         max_calls_per_conversation=args.max_tool_calls,

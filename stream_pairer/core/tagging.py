@@ -16,13 +16,15 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from stream_pairer.core.model import ToolEvent
-from stream_pairer.core.toolschemas import ToolSchemaRegistry
 from stream_pairer.core.vocab import FailurePoint, Outcome
+
+if TYPE_CHECKING:  # a registry is built (loading jsonschema_rs) only when --tool-schemas asks for one
+    from stream_pairer.core.toolschemas import ToolSchemaRegistry
 
 # The vocabulary (vocab.py) as plain `str` globals, read on every tagged record.
 OK: Final = Outcome.OK.value
