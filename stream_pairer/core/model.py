@@ -124,13 +124,6 @@ def format_ts(ts_ms: float | None) -> str | None:
     return text
 
 
-def event_key(source: Source, block: int) -> tuple[Any, ...]:
-    """Identity of one input event, used by the audit to prove conservation."""
-    if "offset" in source:
-        return ("kafka", source.get("topic"), source.get("partition"), source.get("offset"), block)
-    return ("file", source.get("file"), source.get("line"), block)
-
-
 MAX_DEAD_LETTER_RAW_BYTES: Final = 512 * 1024
 _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 

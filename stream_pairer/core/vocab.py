@@ -157,6 +157,3 @@ class _DeadLetterRequired(TypedDict):
 class DeadLetterRecord(_DeadLetterRequired, total=False):
     raw: str
     raw_base64: str
-
-
-OutputRecord = PairRecord | OrphanRecord | DeadLetterRecord

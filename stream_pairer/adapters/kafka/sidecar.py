@@ -257,18 +257,6 @@ class Sidecar:
         if self._task is not None:
             await asyncio.shield(self._task)
 
-    async def abort(self) -> None:
-        """Die without committing anything (a crash, for tests): clients are closed, nothing flushed."""
-        self._stopping.set()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        if self._http is not None:
-            await self._http.stop()
-            self._http = None
-
     # ================================================================== health
 
     @property
