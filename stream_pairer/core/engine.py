@@ -62,18 +62,9 @@ SHUTDOWN: Final = OrphanReason.SHUTDOWN.value
 PAIRED: Final = "paired"  # how a closed id ended when it was not an orphan (engine-internal)
 
 # What one held event costs in memory, as a linear estimate of its input size: the held-bytes limit
-# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs
-# (the decoded block and payload, the Held and ToolEvent objects, queue and index entries, the
-# tagger's per-call state). Calibrated with `python bench/memory_breakdown.py --conversations
-# 20000` (2026-12-03 06:14 UTC, working tree with the tagger's structural argument hash; datagen
-# records of 600-1450 B, 1.2 held calls per conversation): 102.9 MiB traced = 5,396 B per
-# conversation for 1,138 B of raw size (4.74x). The allocation sites that scale with the record
-# (the decoded block and payload 2,719 B, decoded argument strings 559 B) sum to 2.9x the raw size;
-# the rest, 2,118 B per conversation = ~1,770 B per held event (Held, ToolEvent, source dict, queue
-# and index entries, the tagger's hashes, the Conversation itself), does not depend on it. (Before
-# the tagger's change its orjson.dumps cached a UTF-8 copy of non-ASCII arguments: 6,143 B per
-# conversation, 3.6x + 1,700 B.) Re-run the command after changing what a held event keeps alive;
-# it prints this estimate next to the traced bytes.
+# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs.
+# Calibration and its figures: BENCHMARKS.md, "Figures behind constants in the code"; re-run
+# `python bench/memory_breakdown.py --conversations 20000` after changing what a held event keeps alive.
 HELD_BYTES_PER_INPUT_BYTE = 2.9
 HELD_BYTES_PER_EVENT = 1_770
 
