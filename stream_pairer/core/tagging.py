@@ -191,47 +191,68 @@ def _object(d: dict[str, Any], depth: int) -> Verdict:
         return Verdict(EMPTY, "empty object")
     status = d.get("status")
     if isinstance(status, str) and status in STATUSES:  # the article's {"status", "data", "hint"}
-        hint = d.get("hint")
-        text = hint if isinstance(hint, str) else d.get("data") if isinstance(d.get("data"), str) else None
-        if status == ERROR:
-            return Verdict(ERROR, "status error", text)
-        if status == EMPTY:
-            return Verdict(EMPTY, "status empty", text)
-        if "data" in d and _is_empty(d["data"]):
-            return Verdict(EMPTY, "status ok with empty data", text)
-        return Verdict(OK, "status ok", text)
-    keys = d.keys()
+        return _status_object(d, status)
     if depth < MAX_UNWRAP:
-        # An MCP CallToolResult passed whole.
-        if isinstance(d.get("content"), list) and keys <= {
-            "content",
-            "isError",
-            "structuredContent",
-            "_meta",
-        }:
-            if d.get("isError") is True:
-                inner = _payload(d["content"], True, depth + 1)
-                return Verdict(ERROR, "MCP isError", inner.text)
-            sc = d.get("structuredContent")
-            if isinstance(sc, dict) and isinstance(sc.get("status"), str) and sc["status"] in STATUSES:
-                return _object(sc, depth + 1)
-            return _payload(d["content"], True, depth + 1)
-        # A JSON-RPC response passed whole.
-        if "jsonrpc" in d:
-            if d.get("error") is not None:
-                return _error_object(d["error"])
-            if "result" in d:
-                return _payload(d["result"], True, depth + 1)
-        # Gemini's documented convention: {"output": ...} or {"error": ...}; {"result": ...} too.
-        if len(d) == 1:
-            (key, inner_value) = next(iter(d.items()))
-            if key == "error" and inner_value is not None:
-                return _error_object(inner_value)
-            if key in ("output", "result"):
-                return _payload(inner_value, False, depth + 1)
-    if "code" in d and "message" in d and keys <= {"code", "message", "data"} and isinstance(d["code"], int):
+        inner = _unwrapped(d, depth)
+        if inner is not None:
+            return inner
+    if (
+        "code" in d
+        and "message" in d
+        and d.keys() <= {"code", "message", "data"}
+        and isinstance(d["code"], int)
+    ):
         return _error_object(d)  # a bare JSON-RPC error object (the MCP format's error payload)
     return Verdict(OK, "data")
+
+
+def _status_object(d: dict[str, Any], status: str) -> Verdict:
+    """The canonical result shape `{"status", "data", "hint"}`: the status says it."""
+    hint = d.get("hint")
+    text = hint if isinstance(hint, str) else d.get("data") if isinstance(d.get("data"), str) else None
+    if status == ERROR:
+        return Verdict(ERROR, "status error", text)
+    if status == EMPTY:
+        return Verdict(EMPTY, "status empty", text)
+    if "data" in d and _is_empty(d["data"]):
+        return Verdict(EMPTY, "status ok with empty data", text)
+    return Verdict(OK, "status ok", text)
+
+
+def _unwrapped(d: dict[str, Any], depth: int) -> Verdict | None:
+    """The verdict of a result wrapped in a known envelope, or None when `d` is no envelope."""
+    # An MCP CallToolResult passed whole.
+    if isinstance(d.get("content"), list) and d.keys() <= {
+        "content",
+        "isError",
+        "structuredContent",
+        "_meta",
+    }:
+        return _mcp_result(d, depth)
+    # A JSON-RPC response passed whole.
+    if "jsonrpc" in d:
+        if d.get("error") is not None:
+            return _error_object(d["error"])
+        if "result" in d:
+            return _payload(d["result"], True, depth + 1)
+    # Gemini's documented convention: {"output": ...} or {"error": ...}; {"result": ...} too.
+    if len(d) == 1:
+        (key, inner_value) = next(iter(d.items()))
+        if key == "error" and inner_value is not None:
+            return _error_object(inner_value)
+        if key in ("output", "result"):
+            return _payload(inner_value, False, depth + 1)
+    return None
+
+
+def _mcp_result(d: dict[str, Any], depth: int) -> Verdict:
+    if d.get("isError") is True:
+        inner = _payload(d["content"], True, depth + 1)
+        return Verdict(ERROR, "MCP isError", inner.text)
+    sc = d.get("structuredContent")
+    if isinstance(sc, dict) and isinstance(sc.get("status"), str) and sc["status"] in STATUSES:
+        return _object(sc, depth + 1)
+    return _payload(d["content"], True, depth + 1)
 
 
 def _error_object(err: Any) -> Verdict:
