@@ -46,6 +46,11 @@ POINTS: Final = (TOOL_SELECTION, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERP
 PRIORITY: Final = {p: i for i, p in enumerate(POINTS)}
 
 MAX_DETAIL: Final = 200
+# Defaults of the tagger's limits (the command-line options read them from here).
+MAX_CALLS_PER_CONVERSATION: Final = 12  # the article's loop brake: calls before `termination`
+MAX_CONVERSATION_MS: Final = 10 * 60_000.0  # and wall time from a conversation's first call
+MAX_HASHES_PER_CONVERSATION: Final = 256  # repeat-check memory per conversation
+MAX_HASHES_TOTAL: Final = 200_000  # and per engine (partition)
 # JSON text results longer than this are not decoded to look for the canonical shape: a payload
 # that large is not empty, and decoding it on every result would dominate the tagging cost.
 MAX_DECODE_CHARS: Final = 256 * 1024
@@ -335,10 +340,10 @@ class FailureTagger:
         self,
         schemas: ToolSchemaRegistry | None = None,
         *,
-        max_calls_per_conversation: int = 12,
-        max_conversation_ms: float = 10 * 60_000,
-        max_hashes_per_conversation: int = 256,
-        max_hashes_total: int = 200_000,
+        max_calls_per_conversation: int = MAX_CALLS_PER_CONVERSATION,
+        max_conversation_ms: float = MAX_CONVERSATION_MS,
+        max_hashes_per_conversation: int = MAX_HASHES_PER_CONVERSATION,
+        max_hashes_total: int = MAX_HASHES_TOTAL,
     ) -> None:
         if (
             max_calls_per_conversation < 0

@@ -27,6 +27,11 @@ from stream_pairer.core.vocab import RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.stream.clock import NEG_INF, StreamClock
 
+# Output topic name templates (`{topic}` is the input topic): the defaults of the sidecar and audit.
+PAIRS_TOPIC: Final = "{topic}.pairs"
+ORPHANS_TOPIC: Final = "{topic}.orphans"
+DEAD_LETTER_TOPIC: Final = "{topic}.dead-letter"
+
 # Lineage headers of a record re-keyed by --repartition (see repartition.py).
 _PAIR: Final = RecordKind.PAIR.value
 _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
@@ -84,8 +89,8 @@ class OutputTopics:
 
     @classmethod
     def for_input(
-        cls, topic: str, pairs: str = "{topic}.pairs", orphans: str = "{topic}.orphans",
-        dead_letters: str = "{topic}.dead-letter",
+        cls, topic: str, pairs: str = PAIRS_TOPIC, orphans: str = ORPHANS_TOPIC,
+        dead_letters: str = DEAD_LETTER_TOPIC,
     ) -> OutputTopics:  # fmt: skip
         """Names from templates; `{topic}` is the input topic."""
         return cls(pairs.format(topic=topic), orphans.format(topic=topic), dead_letters.format(topic=topic))

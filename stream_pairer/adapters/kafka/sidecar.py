@@ -60,7 +60,14 @@ from stream_pairer.ops.http import HttpServer, Response
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token
 from stream_pairer.stream.clock import TickSchedule
-from stream_pairer.stream.partition import Emitted, OutputTopics, PartitionState
+from stream_pairer.stream.partition import (
+    DEAD_LETTER_TOPIC,
+    ORPHANS_TOPIC,
+    PAIRS_TOPIC,
+    Emitted,
+    OutputTopics,
+    PartitionState,
+)
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 
@@ -79,9 +86,9 @@ class SidecarConfig:
     input_topics: tuple[str, ...]
     group_id: str
     exactly_once: bool = False
-    pairs_topic: str = "{topic}.pairs"
-    orphans_topic: str = "{topic}.orphans"
-    dead_letter_topic: str = "{topic}.dead-letter"
+    pairs_topic: str = PAIRS_TOPIC
+    orphans_topic: str = ORPHANS_TOPIC
+    dead_letter_topic: str = DEAD_LETTER_TOPIC
     checkpoint_topic: str = "{topic}.pairer-checkpoints"
     create_topics: bool = True
     replication_factor: int = 1
