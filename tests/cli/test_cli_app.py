@@ -12,7 +12,7 @@ import pytest
 
 from stream_pairer.cli.app import COMMANDS, build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("aiokafka", "prometheus_client", "jsonschema_rs")
 
 
