@@ -15,8 +15,7 @@ from typing import IO, Any
 
 import orjson
 
-from stream_pairer.core.engine import Record
-from stream_pairer.core.vocab import RecordKind
+from stream_pairer.core.vocab import Record, RecordKind
 from stream_pairer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"

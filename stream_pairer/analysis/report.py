@@ -445,7 +445,7 @@ def _side_ts(rec: dict[str, Any], key: str) -> Any:
 
 def _event_ms(rec: dict[str, Any]) -> float | None:
     candidates: tuple[Any, ...]
-    if rec.get("kind") == "pair":
+    if rec.get("kind") == RecordKind.PAIR:
         candidates = (
             rec.get("call_ts"),
             _side_ts(rec, "call"),

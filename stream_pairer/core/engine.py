@@ -37,11 +37,12 @@ from typing import Any, Final, Protocol
 
 import orjson
 
+from stream_pairer.core import vocab
 from stream_pairer.core.model import ToolEvent, format_ts
 from stream_pairer.core.state import Conversation, Held
 from stream_pairer.core.vocab import EvictionLimit, FifoBy, Match, OrphanReason, RecordKind
 
-Record = dict[str, Any]
+Record = vocab.Record  # here too, where most callers have always imported it from
 
 # The vocabulary (vocab.py) as plain `str` globals: records hold exact strings, and the hot path reads
 # a global instead of an enum attribute.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from stream_pairer.core.model import ToolEvent
-from stream_pairer.core.vocab import FailurePoint, Outcome
+from stream_pairer.core.vocab import FailurePoint, OrphanReason, Outcome, RecordKind
 
 if TYPE_CHECKING:  # a registry is built (loading jsonschema_rs) only when --tool-schemas asks for one
     from stream_pairer.core.toolschemas import ToolSchemaRegistry
@@ -36,6 +36,8 @@ ARGUMENT_CONSTRUCTION: Final = FailurePoint.ARGUMENT_CONSTRUCTION.value
 EXECUTION: Final = FailurePoint.EXECUTION.value
 RESULT_INTERPRETATION: Final = FailurePoint.RESULT_INTERPRETATION.value
 TERMINATION: Final = FailurePoint.TERMINATION.value
+_ORPHAN_CALL: Final = RecordKind.ORPHAN_CALL.value
+_TIMEOUT: Final = OrphanReason.TIMEOUT.value
 
 # Priority of `failure` when several points apply: the order of the call's own life (which tool,
 # which arguments, did it run, what came back, should it have run at all). The earliest point is
@@ -478,7 +480,7 @@ class FailureTagger:
                 found.setdefault(EXECUTION, _cut(f"error result ({v.why}){said}"))
             if outcome == EMPTY:
                 found.setdefault(RESULT_INTERPRETATION, f"empty result ({v.why})")
-        elif record.get("kind") == "orphan_call" and record.get("reason") == "timeout":
+        elif record.get("kind") == _ORPHAN_CALL and record.get("reason") == _TIMEOUT:
             found.setdefault(EXECUTION, "no result within the call timeout")
         points = sorted(found, key=PRIORITY.__getitem__)
         record["outcome"] = outcome

@@ -108,6 +108,9 @@ class EvictionLimit(StrEnum):
 # The shapes of the three output records (pair.schema.json, orphan.schema.json, dead_letter.schema.json).
 # Values are plain strings of the enums above; `Side` is `ToolEvent.to_side()`.
 
+# What the engine and pipeline pass around: one of the three records below, as a plain dict (the
+# TypedDicts state the contract; the hot path builds and reads plain dicts).
+Record = dict[str, Any]
 Side = dict[str, Any]
 Source = dict[str, Any]
 

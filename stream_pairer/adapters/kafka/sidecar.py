@@ -55,6 +55,7 @@ from stream_pairer.adapters.kafka.rekeyer import Rekeyer
 from stream_pairer.core.engine import Engine, EngineConfig, Tagger
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError
 from stream_pairer.ops.http import HttpServer, Response
 from stream_pairer.ops.metrics import Metrics
@@ -614,7 +615,7 @@ class Sidecar:
         async with self._lock:
             if self.config.flush_on_shutdown:
                 for tp, st in list(self.states.items()):
-                    await self._send(tp, st.flush("shutdown"), None)
+                    await self._send(tp, st.flush(OrphanReason.SHUTDOWN.value), None)
             dirty = sum(1 for st in self.states.values() if st.dirty)
             await self._commit(consumer, self.states)
             flushed = " (held events flushed as orphans)" if self.config.flush_on_shutdown else ""
