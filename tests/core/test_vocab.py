@@ -129,3 +129,11 @@ def test_vocabulary_module_is_the_one_definition() -> None:
     ]
     assert offenders == []
     assert vocab.ORPHAN_KINDS == (RecordKind.ORPHAN_CALL, RecordKind.ORPHAN_RESULT)
+
+
+def test_log_formats_equal_the_side_schema() -> None:
+    """`ToolEvent.format` values (formats.FORMATS, owned by the format layer) are what side.schema.json
+    publishes."""
+    from stream_pairer.core.formats import FORMATS  # noqa: PLC0415
+
+    assert set(FORMATS) == set(schema("side.schema.json")["properties"]["format"]["enum"])
