@@ -32,10 +32,10 @@ PAIRS_TOPIC: Final = "{topic}.pairs"
 ORPHANS_TOPIC: Final = "{topic}.orphans"
 DEAD_LETTER_TOPIC: Final = "{topic}.dead-letter"
 
-# Lineage headers of a record re-keyed by --repartition (see repartition.py).
 _PAIR: Final = RecordKind.PAIR.value
 _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
+# Lineage headers of a record re-keyed by --repartition (see repartition.py).
 H_TOPIC: Final = "sp-src-topic"
 H_PARTITION: Final = "sp-src-partition"
 H_OFFSET: Final = "sp-src-offset"
@@ -170,7 +170,7 @@ class PartitionState:
                 continue  # already processed in this assignment (a stale fetch after a seek)
             blocks = self.replay.blocks(offset) if self.replay is not None else None
             if blocks is not None:
-                if blocks:  # an empty set: every event of the record was emitted before the commit
+                if blocks:  # empty: all of the record was emitted before the commit, skip it
                     self._restore_record(msg, blocks, out)
             else:
                 self._feed_record(msg, out)
