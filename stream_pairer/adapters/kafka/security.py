@@ -20,15 +20,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from aiokafka.abc import AbstractTokenProvider
-
 from stream_pairer.errors import (
     AuthenticationFailed,
     BrokerUnavailable,
     ConfigError,
     SidecarError,
     TlsFailed,
-    classify,
 )
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -90,14 +87,17 @@ def read_secret(path: str | None, env: str | None, what: str) -> Secret | None:
     return None
 
 
-class FileTokenProvider(AbstractTokenProvider):  # type: ignore[misc]
+class FileTokenProvider:
     """OAUTHBEARER token read from a file, re-read whenever the file changes.
 
     Why a file: token issuers (Kubernetes projected service-account tokens, a Vault agent, an
     OIDC refresher sidecar) write a fresh token to a file before the old one expires; re-reading on
     change (inode, size or mtime differ) picks up the rotation without a restart, and a stat per
     connection is all it costs. Implements aiokafka's `AbstractTokenProvider` protocol (`token()`),
-    the documented hook for anything else (pass your own provider to `KafkaSecurity`)."""
+    the documented hook for anything else (pass your own provider to `KafkaSecurity`).
+    Registered as a virtual subclass of `AbstractTokenProvider` (aiokafka checks isinstance) when
+    client arguments are built, so that importing this module (the `audit` command on files) does
+    not import aiokafka."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -378,6 +378,9 @@ class KafkaSecurity:
         if self.sasl_mechanism is not None:
             kw["sasl_mechanism"] = self.sasl_mechanism
             if self.sasl_mechanism == "OAUTHBEARER":
+                from aiokafka.abc import AbstractTokenProvider  # noqa: PLC0415 - see FileTokenProvider
+
+                AbstractTokenProvider.register(FileTokenProvider)
                 kw["sasl_oauth_token_provider"] = self.sasl_token_provider
             else:
                 kw["sasl_plain_username"] = self.sasl_username
@@ -442,6 +445,8 @@ def explain(err: BaseException, where: str, mechanism: str | None = None) -> Sid
     """One error naming the cause: TLS verification, TLS handshake, authentication, mechanism,
     unreachable or not answering; for `where` (host:port)."""
     from aiokafka.errors import KafkaConnectionError, UnsupportedSaslMechanismError  # noqa: PLC0415
+
+    from stream_pairer.adapters.kafka.errors import classify  # noqa: PLC0415 - imports aiokafka
 
     if isinstance(err, TimeoutError | asyncio.TimeoutError):
         return BrokerUnavailable(

@@ -8,14 +8,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from stream_pairer.adapters.files import (
-    InputError,
-    OutputRefused,
-    OutputWriter,
-    check_inputs,
-    check_output_dir,
-    read_lines,
-)
+from stream_pairer.adapters.files import OutputWriter, check_inputs, check_output_dir, read_lines
 from stream_pairer.cli.options import (
     add_engine_arguments,
     engine_config_from_args,
@@ -24,6 +17,8 @@ from stream_pairer.cli.options import (
 )
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline, Summary
+from stream_pairer.core.vocab import OrphanReason
+from stream_pairer.errors import InputError, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -70,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
                     progress.tick(pipeline.summary)
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
-            writer.write(pipeline.flush("end_of_input", result_reason="no_call"))
+            writer.write(
+                pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
+            )
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1

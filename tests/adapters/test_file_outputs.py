@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from stream_pairer.adapters.files import InputError, OutputWriter
+from stream_pairer.adapters.files import OutputWriter
 from stream_pairer.cli.app import main
+from stream_pairer.errors import InputError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mixed.jsonl"
 OUTPUTS = ("pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl")
 

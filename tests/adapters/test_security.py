@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from aiokafka import errors as ak
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.security import (
     FileTokenProvider,
     KafkaSecurity,
@@ -24,10 +25,10 @@ from stream_pairer.adapters.kafka.security import (
     parse_client_config,
     read_secret,
 )
-from stream_pairer.errors import AuthenticationFailed, BrokerUnavailable, ConfigError, TlsFailed, classify
+from stream_pairer.errors import AuthenticationFailed, BrokerUnavailable, ConfigError, TlsFailed
 
 CANARY = "canary-Zq9-do-not-print"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_secret_never_prints_its_value() -> None:
