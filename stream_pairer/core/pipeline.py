@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Protocol
 
 from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import Engine, Record
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
-from stream_pairer.core.model import FormatError, Source, dead_letter
+from stream_pairer.core.model import CALL, FormatError, Source, ToolEvent, dead_letter
+from stream_pairer.core.vocab import OrphanReason, RecordKind
+
+_PAIR: Final = RecordKind.PAIR.value
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 # Distinct unknown record types counted by name in the summary; the rest are counted as "other".
 # Type values come from the input, so the set must be bounded (a producer writing a fresh type per
@@ -43,10 +47,10 @@ class Summary:
 
     def count_output(self, rec: Record) -> None:
         kind = rec["kind"]
-        if kind == "pair":
+        if kind == _PAIR:
             m = rec["match"]
             self.pairs[m if rec["fifo_by"] is None else f"{m}:{rec['fifo_by']}"] += 1
-        elif kind == "dead_letter":
+        elif kind == _DEAD_LETTER:
             self.dead_letters[rec["reason"]] += 1
             return
         else:
@@ -86,6 +90,22 @@ class Summary:
         }
 
 
+class PipelineObserver(Protocol):
+    """Told what the pipeline did, as it does it: the sidecar wires `ops.metrics.Metrics` here (it has
+    these methods), so the per-partition logic reports records read, skipped (by unknown type),
+    history copies and evictions without importing Prometheus and without diffing the summary's
+    counters. Dead letters, pairs
+    and orphans are output records: the caller counts those where it delivers them."""
+
+    def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None: ...
+
+    def observe_skipped(self, record_type: str | None = None) -> None: ...
+
+    def observe_history_copies(self, n: int) -> None: ...
+
+    def observe_eviction(self, n: int, limit: str) -> None: ...
+
+
 class Pipeline:
     """Parse -> count re-sent copies once -> pair -> count. Returns output records; the caller writes
     them wherever they go."""
@@ -95,6 +115,7 @@ class Pipeline:
         engine: Engine,
         format_config: FormatConfig = DEFAULT_CONFIG,
         dedup: HistoryDedup | None = None,
+        observer: PipelineObserver | None = None,
     ) -> None:
         self.engine = engine
         self.format_config = format_config
@@ -104,47 +125,74 @@ class Pipeline:
             else HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
         )
         self.summary = Summary()
+        self.observer = observer
+        if observer is not None:
+            engine.on_evict = observer.observe_eviction
         # What the last record said besides its events (its request starts, an unknown type, a
         # session id): reused for every record, read by the file adapter after `feed`.
         self.info = RecordInfo()
 
     def feed(
-        self, raw: bytes, source: Source, *, key: str | None = None, arrival_ms: float | None = None
+        self,
+        raw: bytes,
+        source: Source,
+        *,
+        key: str | None = None,
+        arrival_ms: float | None = None,
+        replay_blocks: frozenset[int] | None = None,
     ) -> list[Record]:
+        """Read one raw record: its output records (a dead letter if it cannot be read).
+
+        `replay_blocks` is the replay mode of a checkpointed rebuild: the record was read and
+        counted when it first arrived, so only the events at those block indexes are processed
+        again, and nothing about the input is counted twice (the outputs are new, and are)."""
         summary = self.summary
-        summary.records += 1
+        if replay_blocks is None:
+            summary.records += 1
         info = self.info
         info.clear()
         try:
             events = parse_record(raw, source, key=key, config=self.format_config, info=info)
         except FormatError as err:
+            # In replay mode only possible if the format options changed between runs: the held
+            # events can no longer be read, and must still end somewhere.
             rec = dead_letter(raw, err.reason, err.detail, source)
             summary.dead_letters[err.reason] += 1
             return [rec]
+        if replay_blocks is not None:
+            return self._replay(events, replay_blocks, arrival_ms)
+        observer = self.observer
         requests = info.requests
         if not events:
-            summary.skipped += 1
-            if info.skipped_type is not None:
-                summary.count_skipped_type(info.skipped_type)
-            for _, conv, ts in requests:
-                self.engine.mark_request(conv, ts)
-            return []
+            return self._skipped(info)
         out: list[Record] = []
         process = self.engine.process
+        by_type = summary.events
+        by_format = summary.events_by_format
         dedup = self.dedup
+        copies = 0
+        admitted = events
         for i, ev in enumerate(events):
             if requests:
                 while requests and requests[0][0] <= i:
                     _, conv, ts = requests.pop(0)
                     self.engine.mark_request(conv, ts)
             if ev.format in RESENT_FORMATS and not dedup.admit(ev):
-                summary.duplicate_copies += 1
+                if not copies:
+                    admitted = events[:i]
+                copies += 1
                 continue
-            summary.events[ev.type] += 1
-            summary.events_by_format[ev.format] += 1
+            if copies:
+                admitted.append(ev)
+            by_type[ev.type] += 1
+            by_format[ev.format] += 1
             out.extend(process(ev, arrival_ms))
         for _, conv, ts in requests:  # a request start after the record's last event
             self.engine.mark_request(conv, ts)
+        if copies:
+            summary.duplicate_copies += copies
+        if observer is not None:
+            self._observe(observer, admitted, copies)
         for rec in out:
             summary.count_output(rec)
         return out
@@ -167,10 +215,54 @@ class Pipeline:
             rec["raw_truncated"] = True
         return [rec]
 
+    def _skipped(self, info: RecordInfo) -> list[Record]:
+        """A readable record without events: counted (by type when no format knows its type), and
+        its request starts passed on."""
+        summary = self.summary
+        summary.skipped += 1
+        if info.skipped_type is not None:
+            summary.count_skipped_type(info.skipped_type)
+        if self.observer is not None:
+            self.observer.observe_record_read(None, 0, 0)
+            self.observer.observe_skipped(info.skipped_type)
+        for _, conv, ts in info.requests:
+            self.engine.mark_request(conv, ts)
+        return []
+
+    def _observe(self, observer: PipelineObserver, admitted: list[ToolEvent], copies: int) -> None:
+        if copies:
+            observer.observe_history_copies(copies)
+        if admitted:
+            calls = sum(1 for ev in admitted if ev.type == CALL)
+            observer.observe_record_read(self._record_format(admitted), calls, len(admitted) - calls)
+        else:
+            observer.observe_record_read(None, 0, 0)  # nothing but repeated copies
+
+    def _replay(
+        self, events: list[ToolEvent], blocks: frozenset[int], arrival_ms: float | None
+    ) -> list[Record]:
+        out: list[Record] = []
+        for ev in events:
+            if ev.block in blocks:
+                out.extend(self.engine.process(ev, arrival_ms))
+        return self._counted(out)  # rare: only if the limits changed between runs (evictions)
+
+    def _record_format(self, events: list[ToolEvent]) -> str:
+        """The format a record is counted under. All events of a record come from one format reader;
+        should they ever differ, the record counts under the one first seen latest in the run (what
+        the metrics counted when they diffed the summary)."""
+        first = events[0].format
+        if all(ev.format == first for ev in events):
+            return first
+        formats = {ev.format for ev in events}
+        return [f for f in self.summary.events_by_format if f in formats][-1]
+
     def advance(self, now_ms: float) -> list[Record]:
         return self._counted(self.engine.advance(now_ms))
 
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Record]:
+    def flush(
+        self, reason: str = OrphanReason.SHUTDOWN.value, result_reason: str | None = None
+    ) -> list[Record]:
         return self._counted(self.engine.flush(reason, result_reason))
 
     def _counted(self, out: list[Record]) -> list[Record]:

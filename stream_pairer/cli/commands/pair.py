@@ -10,7 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from stream_pairer.adapters.files import FileRecords, InputError, OutputWriter, Oversize, expand_inputs
+from stream_pairer.adapters.files import (
+    FileRecords,
+    OutputWriter,
+    Oversize,
+    check_inputs,
+    check_output_dir,
+    expand_inputs,
+)
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -19,8 +26,10 @@ from stream_pairer.cli.options import (
     format_config_from_args,
     tagger_from_args,
 )
-from stream_pairer.core.engine import Engine, Record
+from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline, Summary
+from stream_pairer.core.vocab import OrphanReason, Record
+from stream_pairer.errors import InputError, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -75,11 +84,17 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
+    try:
+        inputs = expand_inputs(args.inputs)
+        check_output_dir(args.out, inputs)
+        check_inputs(inputs)  # all of them, before anything is written
+    except InputError as err:
+        print(f"stream-pairer pair: {err}", file=sys.stderr)
+        return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
     try:
-        inputs = expand_inputs(args.inputs)
-        with OutputWriter(args.out) as writer:
+        with OutputWriter(args.out, inputs) as writer:
             for name in inputs:
                 records = FileRecords(
                     name,
@@ -90,10 +105,12 @@ def run(args: argparse.Namespace) -> int:
                 feed_file(pipeline, records, writer.write, progress.tick)
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
-            writer.write(pipeline.flush("end_of_input", result_reason="no_call"))
+            writer.write(
+                pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
+            )
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(err, OutputRefused) else 1
     progress.done()
     elapsed = time.monotonic() - started
     crossings = dict(getattr(tagger, "crossings", {}))

@@ -13,8 +13,8 @@ from typing import Any
 
 from stream_pairer.cli.app import main
 from stream_pairer.core.formats import RecordInfo, parse_record
-from tests.formats_helpers import SAMPLES, sample_lines
-from tests.test_pair_command import _validators
+from tests.cli.test_pair_command import _validators
+from tests.core.formats_helpers import SAMPLES, sample_lines
 
 DOCS = SAMPLES / "documents"
 

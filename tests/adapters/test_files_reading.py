@@ -25,7 +25,7 @@ from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.pipeline import MAX_SKIPPED_TYPES, Pipeline
 from stream_pairer.core.tagging import FailureTagger
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def lines_of(data: bytes, limit: int | None, chunk: int, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
