@@ -33,7 +33,10 @@ from stream_pairer.errors import InputError, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
-HELP = "pair tool calls with results in JSONL files (gzip ok, - for stdin): pairs, orphans, dead letters"
+HELP = (
+    "pair tool calls with results in log files (JSONL or JSON documents, gzip ok; directories, "
+    "globs, - for stdin): pairs, orphans, dead letters"
+)
 PROGRESS_EVERY_S = 2.0
 
 
