@@ -13,6 +13,8 @@ from typing import Any
 
 from stream_pairer.cli.app import main
 from stream_pairer.core.formats import RecordInfo, parse_record
+from stream_pairer.core.formats.otel import NOT_RECORDED
+from stream_pairer.core.tagging import classify_result
 from tests.cli.test_pair_command import _validators
 from tests.core.formats_helpers import SAMPLES, sample_lines
 
@@ -272,3 +274,30 @@ def test_unknown_types_are_skipped_by_type_and_a_role_without_content_is_a_dead_
     assert dead == [(4, "missing_field"), (5, "missing_field")]
     assert "message.content is missing" in res["dead_letter"][0]["detail"]
     assert "contnet" in res["dead_letter"][0]["detail"]  # the misspelling is shown to the operator
+
+
+def test_otel_execute_tool_without_captured_content_is_not_an_empty_result() -> None:
+    """Content capture is opt-in: a span without gen_ai.tool.call.result still ran its tool."""
+    span = {
+        "traceId": "t1",
+        "spanId": "s1",
+        "name": "execute_tool get_time",
+        "startTimeUnixNano": "1749636000000000000",
+        "endTimeUnixNano": "1749636000100000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+            {"key": "gen_ai.tool.name", "value": {"stringValue": "get_time"}},
+            {"key": "gen_ai.tool.call.id", "value": {"stringValue": "call_T1"}},
+        ],
+        "status": {},
+    }
+    raw = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    call, result = parse_record(raw, {"file": "t", "line": 1})
+    assert (call.id, call.name, call.payload, call.conversation_id) == ("call_T1", "get_time", None, "t1")
+    assert result.id == "call_T1" and result.is_error is False
+    assert result.payload == NOT_RECORDED
+    assert classify_result(result.payload, result.is_error).outcome == "ok"
+    failed = dict(span, status={"code": 2, "message": "clock unavailable"})
+    raw = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [failed]}]}]}).encode()
+    _, result = parse_record(raw, {"file": "t", "line": 1})
+    assert result.is_error is True and result.payload == "clock unavailable"

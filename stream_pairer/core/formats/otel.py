@@ -6,7 +6,9 @@ Read from spans:
 
 * `execute_tool` spans (`gen_ai.operation.name`): `gen_ai.tool.call.id`, `gen_ai.tool.name`,
   `gen_ai.tool.call.arguments` -> a call at the span start; `gen_ai.tool.call.result` -> its
-  result at the span end, an error when the span status is ERROR or `error.type` is set.
+  result at the span end, an error when the span status is ERROR or `error.type` is set. Content
+  capture is opt-in, so a span often has no result attribute: the result is then the text
+  NOT_RECORDED (or the status message of a failed span), never an empty payload.
 * chat / inference spans: `gen_ai.input.messages` and `gen_ai.output.messages` (JSON arrays of
   `{role, parts: [{type: "tool_call", id, name, arguments} | {type: "tool_call_response", id,
   response} | {type: "text", ...}]}`); the OpenLLMetry attributes of the same data
@@ -46,6 +48,8 @@ from stream_pairer.core.formats.common import (
 )
 
 FORMAT: Final = "otel"
+# The content of an execute_tool result whose span has no gen_ai.tool.call.result attribute.
+NOT_RECORDED: Final = "(result not recorded: the span has no gen_ai.tool.call.result)"
 _INDEXED: Final = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
 _TOOL_CALL: Final = re.compile(r"^tool_calls\.(\d+)\.(id|name|arguments)$")
 _CALL_EVENTS: Final = frozenset({"gen_ai.assistant.message", "gen_ai.choice"})
@@ -161,8 +165,12 @@ def _span(span: dict[str, Any]) -> list[Part]:
             code in (2, "STATUS_CODE_ERROR") or attrs.get("error.type") is not None
         )  # a tuple: code may be unhashable
         result = _json(attrs.get("gen_ai.tool.call.result"))
-        if failed and result is None and type(status) is dict:
-            result = status.get("message")
+        if "gen_ai.tool.call.result" not in attrs:
+            # Content capture is opt-in in the conventions: most spans carry no result. The span
+            # ended, so the tool ran; its status says how. An absent payload must not read as an
+            # empty result (the tagger would call every such call a result_interpretation failure).
+            message = status.get("message") if type(status) is dict else None
+            result = message if failed and message else NOT_RECORDED
         parts.append(mark(MARK_SCOPE, conv, start))
         parts.append((CALL, call_id, name, args, None, span, FORMAT))
         parts.append(mark(MARK_SCOPE, conv, end if end is not None else start))
