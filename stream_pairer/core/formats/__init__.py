@@ -5,16 +5,23 @@ specific first; no parser is ever tried "to see if it works". The shapes recogni
 
 1. `type` tells: canonical (`tool_call`/`tool_result`, also inside a wrapper), Claude Code
    lines (`assistant`/`user` with `message`; other line types such as `summary` carry no event),
-   OpenAI Responses items, an Anthropic API response (`type: "message"`).
+   OpenAI Responses items, an Anthropic API response (`type: "message"`), Codex rollout lines
+   (`{timestamp, type, payload}`), gemini-cli messages (`user` / `gemini` with `toolCalls`).
 2. `jsonrpc`: MCP.
-3. A wrapper: the message under `message`, the conversation id and ts beside it.
-4. Response envelopes: Responses `output: [items]`, Bedrock `output: {message}`, Chat Completions
+3. OTLP/JSON exports (`resourceSpans` / `resourceLogs`), HTTP wire exchanges (`request` +
+   `response`), a wrapper (the message under `message`, the conversation id and ts beside it).
+4. A readable record with a `type` no format knows and no message field: skipped, counted by
+   type (a SKIP marker); a gemini-cli session header: its session id (a SESSION marker).
+5. Response envelopes: Responses `output: [items]`, Bedrock `output: {message}`, Chat Completions
    `choices[].message`, Gemini `candidates[].content`.
-5. A bare message: Gemini `parts`, OpenAI `tool_calls` / `function_call` / role `tool` /
+6. A bare message: Gemini `parts`, OpenAI `tool_calls` / `function_call` / role `tool` /
    role `function`, or `content: [blocks]` (Anthropic blocks by `type`, Bedrock blocks by key).
+   A user message without tool results starts a request (a REQUEST marker, for the loop caps);
+   a message with a role and no content field is a `missing_field` dead letter.
 
 A readable record of a known shape without tool events returns []; anything else raises
-`FormatError` with a stable `reason` and a `detail` naming the offending field.
+`FormatError` with a stable `reason` and a `detail` naming the offending field. Markers (see
+`common.MARK_*`) never become events: `parse_record` reports them in the caller's `RecordInfo`.
 """
 
 from __future__ import annotations
