@@ -66,22 +66,33 @@ class Oversize:
     detail: str | None = None
 
 
-def expand_inputs(names: list[str]) -> list[str]:
+def expand_inputs(names: Sequence[str], skip_dir: Path | None = None) -> list[str]:
     """Files named, directories walked recursively (files with an input suffix), globs expanded;
-    each group in sorted order, so that a rerun reads in the same order. `-` stays as it is."""
+    each group in sorted order, so that a rerun reads in the same order. `-` stays as it is.
+
+    `skip_dir` (the output directory) is left out of walks and globs: `pair logs/ --out logs/out`
+    must not read its previous outputs as inputs. A file named explicitly is kept (and then
+    refused by `check_output_dir` if it lies there)."""
+    skip = os.path.realpath(skip_dir) + os.sep if skip_dir is not None else None
+
+    def wanted(path: str) -> bool:
+        return skip is None or not os.path.realpath(path).startswith(skip)
+
     out: list[str] = []
     for name in names:
         if name == "-":
             out.append(name)
         elif os.path.isdir(name):
             found = sorted(
-                str(p) for p in Path(name).rglob("*") if p.is_file() and p.name.endswith(INPUT_SUFFIXES)
+                str(p)
+                for p in Path(name).rglob("*")
+                if p.is_file() and p.name.endswith(INPUT_SUFFIXES) and wanted(str(p))
             )
             if not found:
                 raise InputError(f"{name} is a directory with no .jsonl/.json(.gz) files in it")
             out += found
         elif not os.path.exists(name) and glob.has_magic(name):
-            matches = sorted(p for p in glob.glob(name, recursive=True) if os.path.isfile(p))
+            matches = sorted(p for p in glob.glob(name, recursive=True) if os.path.isfile(p) and wanted(p))
             if not matches:
                 raise InputError(f"no file matches {name}")
             out += matches

@@ -178,6 +178,19 @@ def test_directories_and_globs_expand_recursively_in_sorted_order(tmp_path: Path
         expand_inputs([str(tmp_path / "*.nothing")])
 
 
+def test_a_rerun_into_an_output_directory_inside_the_inputs_does_not_read_its_outputs(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "s.jsonl").write_text('{"conversation_id":"c","type":"tool_call","id":"a","name":"n"}\n')
+    out = logs / "out"
+    for _ in range(2):
+        assert main(["pair", str(logs), "--out", str(out), "-q"]) == 0
+        orphans = [json.loads(x) for x in (out / "orphans.jsonl").read_text().splitlines()]
+        assert [o["event"]["id"] for o in orphans] == ["a"]  # not its own previous outputs
+    assert expand_inputs([str(logs)], skip_dir=out) == [str(logs / "s.jsonl")]
+    assert main(["audit", "--input", str(logs), "--outputs", str(out), "-q"]) == 0
+
+
 def test_pair_on_a_directory_gives_one_conversation_per_file(tmp_path: Path) -> None:
     d = tmp_path / "logs"
     d.mkdir()

@@ -207,7 +207,8 @@ def audit_files(
     same conversation fallbacks), then every output line."""
     config = auditor.format_config
     tick = _AuditProgress(progress)
-    for name in expand_inputs(inputs):
+    out_dir = next((o for o in outputs if o.is_dir()), None)  # as `pair` skipped it in a walk
+    for name in expand_inputs(inputs, skip_dir=out_dir):
         stream = auditor.add_stream(("file", name), name, 1)
         records = FileRecords(
             name,

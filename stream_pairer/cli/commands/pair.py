@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
     try:
-        inputs = expand_inputs(args.inputs)
+        inputs = expand_inputs(args.inputs, skip_dir=args.out)
         check_output_dir(args.out, inputs)
         check_inputs(inputs)  # all of them, before anything is written
     except InputError as err:
