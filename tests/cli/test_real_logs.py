@@ -301,3 +301,21 @@ def test_otel_execute_tool_without_captured_content_is_not_an_empty_result() -> 
     raw = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [failed]}]}]}).encode()
     _, result = parse_record(raw, {"file": "t", "line": 1})
     assert result.is_error is True and result.payload == "clock unavailable"
+
+
+def test_claude_code_prompts_start_requests_but_not_a_subagent_prompt() -> None:
+    lines = sample_lines("claude_code.jsonl")
+    starts = [n for n, raw in enumerate(lines, 1) if info_of(raw)[1].requests]
+    assert starts and all(b'"isSidechain":false' in lines[n - 1] for n in starts)
+    prompt = {
+        "sessionId": "s",
+        "type": "user",
+        "isSidechain": True,
+        "message": {"role": "user", "content": "search"},
+    }
+    assert info_of(json.dumps(prompt).encode())[1].requests == []
+    prompt["isSidechain"] = False
+    assert info_of(json.dumps(prompt).encode())[1].requests == [(0, "s", None)]
+    results = {"sessionId": "s", "type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}  # fmt: skip
+    assert info_of(json.dumps(results).encode())[1].requests == []  # tool results continue a request

@@ -307,7 +307,12 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
             if t in {"assistant", "user"}:
                 m = d.get("message")
                 if type(m) is dict:
-                    return _message(m, "message.", "claude_code")
+                    found = _message(m, "message.", "claude_code")
+                    if found and found[0] is REQUEST_PART and d.get("isSidechain") is True:
+                        # A subagent's prompt (Task tool) runs inside the parent's request, in the
+                        # same session: it must not restart the parent's loop caps.
+                        return []
+                    return found
                 if m is not None:
                     raise wrong_type(m, "", None, "message", "an object")
             elif t in CLAUDE_CODE_QUIET and type(d.get("message")) is not dict:
