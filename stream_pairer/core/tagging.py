@@ -14,7 +14,7 @@ where their vocabulary is defined.
 from __future__ import annotations
 
 import re
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -53,6 +53,10 @@ MAX_CALLS_PER_CONVERSATION: Final = 12  # the article's loop brake: calls before
 MAX_CONVERSATION_MS: Final = 10 * 60_000.0  # and wall time from a conversation's first call
 MAX_HASHES_PER_CONVERSATION: Final = 256  # repeat-check memory per conversation
 MAX_HASHES_TOTAL: Final = 200_000  # and per engine (partition)
+# Request starts remembered for conversations the engine does not hold yet (a prompt comes before
+# the first call): the oldest is forgotten past it; its request's time then counts from its first
+# call instead of its prompt.
+MAX_PENDING_REQUESTS: Final = 10_000
 # JSON text results longer than this are not decoded to look for the canonical shape: a payload
 # that large is not empty, and decoding it on every result would dominate the tagging cost.
 MAX_DECODE_CHARS: Final = 256 * 1024
@@ -343,6 +347,7 @@ class FailureTagger:
 
     __slots__ = (
         "_keys",
+        "_pending",
         "_serial",
         "_serials",
         "_states",
@@ -386,6 +391,8 @@ class FailureTagger:
         self._serials: deque[int] = deque()
         self._serial = 0
         self.crossings: Counter[str] = Counter()
+        # conversation id -> start time of a request announced before the conversation had state
+        self._pending: OrderedDict[str, float | None] = OrderedDict()
 
     def fresh(self) -> FailureTagger:
         """A tagger with the same settings and schema registry (compiled once, shared) and empty
@@ -414,10 +421,22 @@ class FailureTagger:
         state.first_ts_ms = ts_ms
         state.calls_crossed = state.time_crossed = False
 
+    def on_pending_request(self, conversation_id: str, ts_ms: float | None) -> None:
+        """A request starts in a conversation the engine holds no state for yet (its prompt comes
+        before its first call): remembered, bounded, until that first call creates the state."""
+        pending = self._pending
+        pending[conversation_id] = ts_ms
+        pending.move_to_end(conversation_id)
+        if len(pending) > MAX_PENDING_REQUESTS:
+            pending.popitem(last=False)
+
     def on_call(self, call: ToolEvent, conv: Any) -> None:
         state = conv.tags
         if not isinstance(state, _ConvState):
             state = conv.tags = _ConvState()
+            pending = self._pending
+            if pending and call.conversation_id in pending:
+                state.first_ts_ms = pending.pop(call.conversation_id)  # its request's prompt
         found: dict[str, str] = {}
         args, bad_json = _arguments(call)
         if bad_json is not None:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.model import CALL, RESULT, ToolEvent
 from stream_pairer.core.state import Conversation
 from stream_pairer.core.tagging import (
@@ -22,6 +23,7 @@ from stream_pairer.core.tagging import (
     ERROR,
     EXECUTION,
     MAX_DECODE_CHARS,
+    MAX_PENDING_REQUESTS,
     OK,
     POINTS,
     RESULT_INTERPRETATION,
@@ -939,3 +941,25 @@ def test_total_bound_forgets_only_the_entry_it_remembers() -> None:
 def test_total_bound_must_be_positive() -> None:
     with pytest.raises(ValueError):
         FailureTagger(max_hashes_total=0)
+
+
+def test_time_of_the_first_request_counts_from_its_prompt_before_the_conversation_exists() -> None:
+    """The prompt of a conversation's first request comes before the engine holds the conversation:
+    the tagger keeps its time until the first call creates the state."""
+    tagger = FailureTagger(max_conversation_ms=60_000)
+    engine = Engine(EngineConfig(), tagger=tagger)
+    engine.mark_request("c1", T0)  # no conversation yet
+    engine.process(call("s", {"p": 0}, "a", ts=T0 + 30_000))
+    out = engine.process(call("s", {"p": 1}, "b", ts=T0 + 60_001))  # 60.001 s after the prompt
+    out += engine.flush("end_of_input")
+    tagged = [o["event"]["id"] for o in out if "termination" in o["failures"]]
+    assert tagged == ["b"]
+    assert tagger.crossings == {"time": 1}
+
+
+def test_pending_request_starts_are_bounded() -> None:
+    tagger = FailureTagger()
+    for i in range(MAX_PENDING_REQUESTS + 50):
+        tagger.on_pending_request(f"c{i}", float(i))
+    assert len(tagger._pending) == MAX_PENDING_REQUESTS
+    assert "c0" not in tagger._pending and f"c{MAX_PENDING_REQUESTS + 49}" in tagger._pending
