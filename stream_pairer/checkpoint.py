@@ -9,13 +9,23 @@ result could FIFO-pair with the wrong call). The checkpoint says, for the commit
 last processed offset `HW`, exactly which `(offset, block)` events were still held. Replaying `[C, HW]`
 processes only those; nothing else in that range is even parsed. After `HW`, processing is normal.
 
+It also carries the two kinds of time the engine keeps (see engine.py): the partition's processing
+time P, from which replayed events count their processing timeouts again (late by the downtime,
+never early), and the event-time clock of each conversation that holds events, so the replay
+re-derives exactly the same event-time deadlines as the first pass. A clock is keyed by the
+`(offset, block)` of the first held event of its conversation (the replay learns the conversation
+id by reading that event), and left out when the replayed events alone rebuild it.
+
 A checkpoint is trusted only when the partition's committed offset carries the checkpoint's `token`
 in its commit metadata: in exactly-once mode both are written in one transaction, so they always
 match; in at-least-once mode a crash between the two (or an operator resetting the offsets) leaves
 a mismatch, and the partition falls back to a plain replay (at-least-once duplicates, documented).
 
 Encoding (orjson, zlib-compressed past COMPRESS_OVER bytes): held offsets are delta-encoded from `C`;
-an offset whose only held block is 0 is a bare integer, otherwise `[delta, block, ...]`.
+an offset whose only held block is 0 is a bare integer, otherwise `[delta, block, ...]`; clocks are
+`[offset delta from C, block, clock_ms]`. `processing_ms` was `stream_ms` (the engine's single event
+time) before per-conversation clocks; both names are read and a missing `clocks` is none, so
+checkpoints of either version restore in the other.
 """
 
 from __future__ import annotations
@@ -43,9 +53,11 @@ class Checkpoint:
     partition: int
     committed: int  # C: the offset committed together with this checkpoint
     processed: int  # HW: the last offset processed before the commit (inclusive); C - 1 if none
-    stream_ms: float | None  # the engine's stream time at commit
+    processing_ms: float | None  # the engine's processing time P at commit (None: not started)
     held: tuple[tuple[int, int], ...]  # (offset, block) of every event held at commit, sorted
     token: str
+    # (offset, block, clock_ms): the event-time clock of the conversation of that held event, sorted
+    clocks: tuple[tuple[int, int, float], ...] = ()
 
     @property
     def metadata(self) -> str:
@@ -86,9 +98,10 @@ def encode(cp: Checkpoint) -> bytes:
             "partition": cp.partition,
             "committed": cp.committed,
             "processed": cp.processed,
-            "stream_ms": cp.stream_ms,
+            "processing_ms": cp.processing_ms,
             "token": cp.token,
             "held": held,
+            "clocks": [[o - cp.committed, b, c] for o, b, c in cp.clocks],
         }
     )
     if len(body) > COMPRESS_OVER:
@@ -113,16 +126,18 @@ def decode(value: bytes) -> Checkpoint:
             else:
                 prev += int(item[0])
                 held.extend((prev, int(b)) for b in item[1:])
-        stream_ms = d.get("stream_ms")
+        p_ms = d.get("processing_ms", d.get("stream_ms"))
+        clocks = tuple((committed + int(o), int(b), float(c)) for o, b, c in d.get("clocks", ()))
         return Checkpoint(
             group=str(d["group"]),
             topic=str(d["topic"]),
             partition=int(d["partition"]),
             committed=committed,
             processed=int(d["processed"]),
-            stream_ms=None if stream_ms is None else float(stream_ms),
+            processing_ms=None if p_ms is None else float(p_ms),
             held=tuple(held),
             token=str(d["token"]),
+            clocks=clocks,
         )
     except CheckpointError:
         raise

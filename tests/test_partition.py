@@ -125,11 +125,39 @@ def test_records_before_the_next_offset_are_ignored() -> None:
 def test_wall_tick_times_out_a_call_on_a_quiet_partition() -> None:
     s = state(config=EngineConfig(call_timeout_ms=2_000))
     s.feed(log_of([rec("c1", "tool_call", "a", T0)]), wall_ms=1_000.0)
+    assert s.tick(1_000.0, caught_up=True) == []  # processing time starts: the call's timeout too
     assert s.tick(2_000.0, caught_up=True) == []  # 1 s of silence: not yet
-    assert s.tick(10_000.0, caught_up=False) == []  # a backlog: its events are the better clock
-    out = s.tick(3_000.0, caught_up=True)
+    assert s.tick(10_000.0, caught_up=False) == []  # a backlog: processing time stands still
+    assert s.tick(11_000.0, caught_up=True) == []  # counting again from here: 1 s so far
+    out = s.tick(12_000.0, caught_up=True)
     assert [(e.record["kind"], e.record["reason"]) for e in out] == [("orphan_call", "timeout")]
     assert s.commit_offset() == 1 and s.dirty
+
+
+def test_quiet_conversation_is_closed_by_the_tick_alone_while_others_stay_busy() -> None:
+    """A conversation that stops (its clock frozen) on a partition where others go on: no record of
+    its own ever moves its clock again, and other conversations' clocks must not expire it; the
+    processing-time tick does, after the timeout."""
+    s = state(config=EngineConfig(call_timeout_ms=5_000, result_grace_ms=1_000))
+    s.tick(0.0, caught_up=True)
+    log = [Msg(0, b"q", rec("quiet", "tool_call", "q1", T0), T0)]
+    # an id-less result with no call of its name: held for the grace
+    log += [Msg(1, b"q", rec("quiet", "tool_result", None, T0 + 1, name="fetch"), T0 + 1)]
+    out: list[Emitted] = s.feed(log, wall_ms=0.0)
+    ticked: list[Emitted] = []
+    for i in range(2, 12):  # another conversation, hours ahead in event time, keeps pairing
+        busy_ts = T0 + 3_600_000 * i
+        log = [Msg(2 * i, b"b", rec("busy", "tool_call", f"b{i}", busy_ts), busy_ts),
+               Msg(2 * i + 1, b"b", rec("busy", "tool_result", f"b{i}", busy_ts + 5), busy_ts)]  # fmt: skip
+        out += s.feed(log, wall_ms=1_000.0 * i)
+        ticked += s.tick(1_000.0 * i, caught_up=True)
+    assert all(e.record["conversation_id"] == "busy" for e in out)  # records never expire "quiet"
+    assert [(e.record["kind"], e.record.get("reason"), e.record["conversation_id"]) for e in ticked] == [
+        ("orphan_result", "no_call", "quiet"),  # grace: 1 s of processing time
+        ("orphan_call", "timeout", "quiet"),  # timeout: 5 s of processing time
+    ]
+    assert sum(1 for e in out if e.record["kind"] == "pair") == 10
+    assert s.engine.open_calls == s.engine.pending_results == 0
 
 
 def test_checkpoint_describes_the_held_state() -> None:
@@ -146,7 +174,10 @@ def test_checkpoint_describes_the_held_state() -> None:
     )
     cp = s.checkpoint("g", "tok")
     assert cp is not None
-    assert (cp.committed, cp.processed, cp.held, cp.stream_ms) == (0, 2, ((0, 0),), float(T0))
+    assert (cp.committed, cp.processed, cp.held, cp.processing_ms) == (0, 2, ((0, 0),), None)
+    s.tick(123.0, caught_up=True)
+    cp = s.checkpoint("g", "tok")
+    assert cp is not None and cp.processing_ms == 0.0  # P started at the state's creation (wall 0)
     assert decode(encode(cp)) == cp
 
 
@@ -276,7 +307,7 @@ def test_plain_replay_without_checkpoint_would_pair_wrongly_and_twice() -> None:
 
 def test_commit_during_a_replay_keeps_the_events_not_yet_replayed() -> None:
     calls = [rec("c", "tool_call", "a", T0), rec("d", "tool_call", "b", T0), rec("d", "tool_call", "z", T0)]
-    log = log_of(calls + [rec("e", "tool_result", None, T0, name=None)] * 3)
+    log = log_of(calls + [orjson.dumps({"conversation_id": "e", "role": "user", "content": "hi"})] * 3)
     s0 = state()
     s0.feed(log, wall_ms=0.0)
     cp = s0.checkpoint("g", "t1")
