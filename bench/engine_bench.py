@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 import datagen
 
-from stream_pairer.engine import Engine, EngineConfig
-from stream_pairer.pipeline import Pipeline
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.pipeline import Pipeline
 
 GC_MODE = "default"
 GC_PAUSES: list[float] = []  # seconds of each cyclic-GC collection during the timed loop
@@ -63,7 +63,7 @@ def engine_config(conversations: int, dt_ms: float) -> EngineConfig:
 def make_pipeline(conversations: int, dt_ms: float, tagger: bool) -> Pipeline:
     tag: Any = None
     if tagger:
-        from stream_pairer.tagging import FailureTagger  # noqa: PLC0415 - optional part of the run
+        from stream_pairer.core.tagging import FailureTagger  # noqa: PLC0415 - optional part of the run
 
         tag = FailureTagger(None)  # the sidecar's default: no tool schemas, default loop brakes
     return Pipeline(Engine(engine_config(conversations, dt_ms), tagger=tag))
@@ -100,7 +100,7 @@ def run(
 def stages(ds: datagen.Dataset, k: int, args: argparse.Namespace) -> None:
     """Where the time goes, without a profiler's distortion: the same records through cumulative
     stages, CPU time each, the difference between two stages is the cost of the one added."""
-    from stream_pairer.formats import parse_record  # noqa: PLC0415
+    from stream_pairer.core.formats import parse_record  # noqa: PLC0415
 
     recs = ds.records
     n = len(recs)
@@ -284,7 +284,7 @@ def main() -> int:
         choices=("default", "freeze", "off", "tuned"),
         default="default",
         help="cyclic GC during the timed loop: CPython's defaults, gc.freeze() after warm-up, "
-        "disabled, or tuned as the CLI commands do at start-up (stream_pairer.gctune.tune_gc)",
+        "disabled, or tuned as the CLI commands do at start-up (stream_pairer.ops.gctune.tune_gc)",
     )
     p.add_argument(
         "--gc-threshold",
@@ -302,7 +302,7 @@ def main() -> int:
     global GC_MODE  # noqa: PLW0603 - a run-wide switch set once from the command line
     GC_MODE = args.gc
     if args.gc == "tuned":
-        from stream_pairer import gctune  # noqa: PLC0415 - after common put this checkout first
+        from stream_pairer.ops import gctune  # noqa: PLC0415 - after common put this checkout first
 
         thresholds = tuple(args.gc_threshold) if args.gc_threshold else gctune.THRESHOLDS
         gctune.tune_gc(thresholds, freeze=not args.gc_no_freeze)  # type: ignore[arg-type]

@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 import datagen
 
-from stream_pairer.engine import Engine, EngineConfig
-from stream_pairer.pipeline import Pipeline
-from stream_pairer.tagging import FailureTagger
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.tagging import FailureTagger
 
 
 def main() -> int:

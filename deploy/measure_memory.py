@@ -19,8 +19,8 @@ import tracemalloc
 
 import orjson
 
-from stream_pairer.engine import Engine, EngineConfig
-from stream_pairer.formats import parse_record
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.formats import parse_record
 
 
 def measure(calls: int, payload_bytes: int, per_conversation: int) -> tuple[int, int, int, int]:

@@ -1,5 +1,5 @@
 import sys
 
-from stream_pairer.cli import main
+from stream_pairer.cli.app import main
 
 sys.exit(main())

@@ -6,7 +6,7 @@ import itertools
 from collections import Counter
 from typing import Any
 
-from stream_pairer.model import CALL, RESULT, ToolEvent
+from stream_pairer.core.model import CALL, RESULT, ToolEvent
 
 _line = itertools.count(1)
 

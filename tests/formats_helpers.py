@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stream_pairer.formats import parse_record
-from stream_pairer.model import ToolEvent
+from stream_pairer.core.formats import parse_record
+from stream_pairer.core.model import ToolEvent
 
 SAMPLES = Path(__file__).parent / "samples"
 

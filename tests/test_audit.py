@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_pairer.audit import (
+from stream_pairer.analysis.audit import (
     DOUBLED,
     MALFORMED,
     MISMATCHED,
@@ -24,8 +24,8 @@ from stream_pairer.audit import (
     Stream,
     render,
 )
-from stream_pairer.cli import main
-from stream_pairer.commands.audit import audit_files, expand_topics
+from stream_pairer.cli.app import main
+from stream_pairer.cli.commands.audit import audit_files, expand_topics
 
 # One conversation per format the run must handle, plus the unreadable and the eventless.
 INPUT: list[Any] = [

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_pairer.checkpoint import (
+from stream_pairer.errors import CheckpointError
+from stream_pairer.stream.checkpoint import (
     COMPRESS_OVER,
     Checkpoint,
     ReplayFilter,
@@ -15,7 +16,6 @@ from stream_pairer.checkpoint import (
     key,
     new_token,
 )
-from stream_pairer.errors import CheckpointError
 
 
 def cp(held: list[tuple[int, int]], committed: int = 100, processed: int = 200) -> Checkpoint:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_pairer.clock import NEG_INF, ProcessingClock, TickSchedule
+from stream_pairer.stream.clock import NEG_INF, ProcessingClock, TickSchedule
 
 
 def test_a_fresh_partition_starts_at_the_wall_clock_and_counts_from_its_first_caught_up_tick() -> None:

@@ -23,7 +23,7 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_pairer.metrics import Metrics, metric_names
+from stream_pairer.ops.metrics import Metrics, metric_names
 from tests.tool_helpers import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -309,14 +309,14 @@ def test_dashboard_expression_uses_exported_metrics(where: str, expr: str, expor
     names = metric_names_in(concrete)  # raises ValueError when it does not parse
     assert names, f"{where}: no metric"
     unknown = names - exported
-    assert not unknown, f"{where}: not exported by stream_pairer.metrics: {sorted(unknown)}"
+    assert not unknown, f"{where}: not exported by stream_pairer.ops.metrics: {sorted(unknown)}"
 
 
 @pytest.mark.parametrize("where, expr", rule_expressions(), ids=lambda v: str(v)[:60])
 def test_rule_expression_uses_exported_metrics(where: str, expr: str, exported: set[str]) -> None:
     names = metric_names_in(expr)
     unknown = names - exported - recorded_names() - PROMETHEUS_SERIES
-    assert not unknown, f"{where}: not exported by stream_pairer.metrics: {sorted(unknown)}"
+    assert not unknown, f"{where}: not exported by stream_pairer.ops.metrics: {sorted(unknown)}"
 
 
 def test_a_misspelt_metric_is_caught(exported: set[str]) -> None:

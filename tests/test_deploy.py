@@ -32,7 +32,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from stream_pairer.config import env_name
+from stream_pairer.cli.options import env_name
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -290,9 +290,9 @@ def _run_parser(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> tuple[A
     import importlib  # noqa: PLC0415
 
     try:
-        mod = importlib.import_module("stream_pairer.commands.run")
+        mod = importlib.import_module("stream_pairer.cli.commands.run")
     except ModuleNotFoundError:
-        pytest.skip("stream_pairer.commands.run does not exist yet")
+        pytest.skip("stream_pairer.cli.commands.run does not exist yet")
     for name in [k for k in os.environ if k.startswith("STREAM_PAIRER_")]:
         monkeypatch.delenv(name)
     for name, val in env.items():
@@ -369,7 +369,7 @@ def test_package_ships_the_output_schemas() -> None:
     """The image installs the package; the warehouse docs rely on the schemas being inside it."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "schemas/*.json" in data["tool"]["setuptools"]["package-data"]["stream_pairer"]
-    assert data["project"]["scripts"]["stream-pairer"] == "stream_pairer.cli:main"
+    assert data["project"]["scripts"]["stream-pairer"] == "stream_pairer.cli.app:main"
 
 
 def _healthcheck_argv() -> list[str]:

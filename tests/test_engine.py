@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from stream_pairer.engine import Engine, EngineConfig, held_cost, pair_id
+from stream_pairer.core.engine import Engine, EngineConfig, held_cost, pair_id
 from tests.engine_helpers import call, key, members, result
 
 

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.engine import (
+from stream_pairer.core.engine import (
     HELD_BYTES_PER_EVENT,
     IDLE_SWEEP_EVERY_MS,
     Engine,
     EngineConfig,
     held_cost,
 )
-from stream_pairer.model import ToolEvent
+from stream_pairer.core.model import ToolEvent
 from tests.engine_helpers import call, key, members, result
 
 

@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.engine import Engine, EngineConfig, held_cost
-from stream_pairer.model import ToolEvent
+from stream_pairer.core.engine import Engine, EngineConfig, held_cost
+from stream_pairer.core.model import ToolEvent
 from tests.engine_helpers import call, key, members, result
 
 NAMES = ["search", "fetch", "weather", None]

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_pairer.formats import DEFAULT_CONFIG, FormatConfig, parse_record
-from stream_pairer.model import FormatError, ToolEvent
+from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
+from stream_pairer.core.model import FormatError, ToolEvent
 from tests.formats_helpers import DEAD_LETTER_REASONS
 
 SRC = {"topic": "ai-logs", "partition": 3, "offset": 1207}
@@ -129,7 +129,7 @@ def test_depth_limit_is_exact_at_the_bracket_prefilter() -> None:
 
 
 def test_depth_walk_skipped_for_ordinary_records(monkeypatch: pytest.MonkeyPatch) -> None:
-    from stream_pairer import formats  # noqa: PLC0415 - the module whose hook is replaced
+    from stream_pairer.core import formats  # noqa: PLC0415 - the module whose hook is replaced
 
     walked: list[Any] = []
     monkeypatch.setattr(formats, "too_deep", lambda block: walked.append(block) or False)

@@ -15,8 +15,8 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.formats import FORMATS, FormatConfig, parse_record
-from stream_pairer.model import CALL, RESULT, FormatError, ToolEvent, format_ts
+from stream_pairer.core.formats import FORMATS, FormatConfig, parse_record
+from stream_pairer.core.model import CALL, RESULT, FormatError, ToolEvent, format_ts
 from tests.formats_helpers import DEAD_LETTER_REASONS, SAMPLES
 
 REASONS = DEAD_LETTER_REASONS

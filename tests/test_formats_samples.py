@@ -16,8 +16,8 @@ import jsonschema_rs
 import orjson
 import pytest
 
-from stream_pairer.formats import FORMATS, parse_record
-from stream_pairer.model import CALL, RESULT, ToolEvent
+from stream_pairer.core.formats import FORMATS, parse_record
+from stream_pairer.core.model import CALL, RESULT, ToolEvent
 from tests.formats_helpers import SAMPLES, brief, parse_file, sample_lines
 
 

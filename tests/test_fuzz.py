@@ -40,13 +40,13 @@ from hypothesis import strategies as st
 if __package__ in (None, ""):  # run as a script: make `stream_pairer` importable from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stream_pairer.audit import Auditor, AuditReport, render
-from stream_pairer.engine import Engine, EngineConfig
-from stream_pairer.formats import DEFAULT_CONFIG, FORMATS, parse_record
-from stream_pairer.model import FormatError
-from stream_pairer.pipeline import Pipeline
-from stream_pairer.tagging import FailureTagger
-from stream_pairer.toolschemas import ToolSchemaError, ToolSchemaRegistry
+from stream_pairer.analysis.audit import Auditor, AuditReport, render
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.formats import DEFAULT_CONFIG, FORMATS, parse_record
+from stream_pairer.core.model import FormatError
+from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.tagging import FailureTagger
+from stream_pairer.core.toolschemas import ToolSchemaError, ToolSchemaRegistry
 
 SAMPLES = Path(__file__).parent / "samples"
 SCHEMA_FILE = Path(__file__).parents[1] / "stream_pairer" / "schemas" / "dead_letter.schema.json"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from stream_pairer import gctune
+from stream_pairer.ops import gctune
 
 
 @pytest.fixture

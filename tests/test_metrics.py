@@ -1,4 +1,4 @@
-"""stream_pairer.metrics: what each observation counts, bounded labels, and agreement with the
+"""stream_pairer.ops.metrics: what each observation counts, bounded labels, and agreement with the
 output contract (the closed label sets equal the JSON Schemas' enums; counting the records of a real
 engine run conserves events)."""
 
@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_pairer.engine import Engine, EngineConfig
-from stream_pairer.formats import parse_record
-from stream_pairer.metrics import (
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.formats import parse_record
+from stream_pairer.ops.metrics import (
     EVICTION_LIMITS,
     FAILURE_POINTS,
     ORPHAN_KINDS,

@@ -14,7 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from stream_pairer.cli import main
+from stream_pairer.cli.app import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "mixed.jsonl"

@@ -17,19 +17,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.checkpoint import Checkpoint, decode, encode
-from stream_pairer.engine import Engine, EngineConfig
-from stream_pairer.formats import DEFAULT_CONFIG
-from stream_pairer.metrics import Metrics
-from stream_pairer.partition import (
+from stream_pairer.adapters.kafka.rekeyer import conversation_key
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.formats import DEFAULT_CONFIG
+from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.ops.metrics import Metrics
+from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
+from stream_pairer.stream.partition import (
     Emitted,
     OutputTopics,
     PartitionState,
     lineage_headers,
     source_from_headers,
 )
-from stream_pairer.pipeline import Pipeline
-from stream_pairer.repartition import conversation_key
 
 T0 = 1_741_944_400_000  # event times in ms
 TOPICS = OutputTopics.for_input("in")

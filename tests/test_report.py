@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_pairer.commands import report as report_cmd
-from stream_pairer.model import format_ts
-from stream_pairer.tagging import POINTS
+from stream_pairer.cli.commands import report as report_cmd
+from stream_pairer.core.model import format_ts
+from stream_pairer.core.tagging import POINTS
 
 T0 = 1_735_689_600_000.0  # 2025-01-01T00:00:00Z
 DAY = 86_400_000.0
@@ -386,7 +386,7 @@ def test_command_module_contract() -> None:
 
 
 def test_pair_then_report_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from stream_pairer.cli import main  # noqa: PLC0415 - the lead's CLI, discovered subcommands
+    from stream_pairer.cli.app import main  # noqa: PLC0415 - the lead's CLI, discovered subcommands
 
     def canon(conv: str, typ: str, cid: str, ts: str, **kw: Any) -> dict[str, Any]:
         return {"conversation_id": conv, "type": typ, "id": cid, "ts": ts, **kw}

@@ -11,9 +11,12 @@ from aiokafka import TopicPartition
 from aiokafka import errors as ak
 from prometheus_client import CollectorRegistry
 
-from stream_pairer.cli import build_parser
-from stream_pairer.commands.run import config_from_args
-from stream_pairer.engine import EngineConfig
+from stream_pairer.adapters.kafka.io import encode_output
+from stream_pairer.adapters.kafka.sidecar import Backoff, Sidecar, SidecarConfig, partition_tagger
+from stream_pairer.cli.app import build_parser
+from stream_pairer.cli.commands.run import config_from_args
+from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.errors import (
     BrokerUnavailable,
     CommitFailed,
@@ -22,11 +25,8 @@ from stream_pairer.errors import (
     SidecarError,
     classify,
 )
-from stream_pairer.httpserver import HttpServer
-from stream_pairer.kafka_io import encode_output
-from stream_pairer.metrics import Metrics
-from stream_pairer.sidecar import Backoff, Sidecar, SidecarConfig, partition_tagger
-from stream_pairer.tagging import FailureTagger
+from stream_pairer.ops.http import HttpServer
+from stream_pairer.ops.metrics import Metrics
 
 
 @pytest.mark.parametrize(

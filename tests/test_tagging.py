@@ -1,6 +1,6 @@
 """Failure-point tagging: every rule of docs/FAILURES.md, on payloads shaped as each format delivers them.
 
-Events are built the way `stream_pairer.formats` builds them (payload = decoded arguments / raw
+Events are built the way `stream_pairer.core.formats` builds them (payload = decoded arguments / raw
 result content, `is_error` = the format's flag, `raw` = the original block), so each test states
 which real-world record it stands for. One test at the end runs real records through the formats
 layer and the engine, to prove the hook contract end to end.
@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_pairer.model import CALL, RESULT, ToolEvent
-from stream_pairer.state import Conversation
-from stream_pairer.tagging import (
+from stream_pairer.core.model import CALL, RESULT, ToolEvent
+from stream_pairer.core.state import Conversation
+from stream_pairer.core.tagging import (
     ARGUMENT_CONSTRUCTION,
     EMPTY,
     ERROR,
@@ -31,7 +31,7 @@ from stream_pairer.tagging import (
     classify_result,
     input_rejection,
 )
-from stream_pairer.toolschemas import ToolSchemaRegistry
+from stream_pairer.core.toolschemas import ToolSchemaRegistry
 
 SAMPLES = Path(__file__).parent / "samples" / "tool_schemas" / "shapes"
 T0 = 1_735_689_600_000.0  # 2025-01-01T00:00:00Z
@@ -650,8 +650,8 @@ def test_tagger_rejects_bad_limits() -> None:
 
 
 def test_engine_emits_tagged_records(registry: ToolSchemaRegistry) -> None:
-    from stream_pairer.engine import Engine, EngineConfig  # noqa: PLC0415 - the lead's module
-    from stream_pairer.formats import parse_record  # noqa: PLC0415
+    from stream_pairer.core.engine import Engine, EngineConfig  # noqa: PLC0415 - the lead's module
+    from stream_pairer.core.formats import parse_record  # noqa: PLC0415
 
     lines = [
         {
@@ -770,7 +770,7 @@ def test_registry_single_file_and_flat_openai(tmp_path: Path) -> None:
     ],
 )
 def test_registry_errors_name_the_problem(tmp_path: Path, content: str, message: str) -> None:
-    from stream_pairer.toolschemas import ToolSchemaError  # noqa: PLC0415
+    from stream_pairer.core.toolschemas import ToolSchemaError  # noqa: PLC0415
 
     f = tmp_path / "tools.json"
     f.write_text(content)
@@ -780,7 +780,7 @@ def test_registry_errors_name_the_problem(tmp_path: Path, content: str, message:
 
 
 def test_registry_path_errors(tmp_path: Path) -> None:
-    from stream_pairer.toolschemas import ToolSchemaError  # noqa: PLC0415
+    from stream_pairer.core.toolschemas import ToolSchemaError  # noqa: PLC0415
 
     with pytest.raises(ToolSchemaError, match="no such file"):
         ToolSchemaRegistry.load(tmp_path / "missing.json")

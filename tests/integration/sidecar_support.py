@@ -26,8 +26,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from stream_pairer.engine import EngineConfig
-from stream_pairer.sidecar import Sidecar, SidecarConfig
+from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
+from stream_pairer.core.engine import EngineConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from kafka_broker import free_ports as _free_ports

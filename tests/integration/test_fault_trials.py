@@ -23,9 +23,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from kafka_broker import KafkaBroker
 
-from stream_pairer.cli import main
-from stream_pairer.engine import Engine
-from stream_pairer.pipeline import Pipeline
+from stream_pairer.cli.app import main
+from stream_pairer.core.engine import Engine
+from stream_pairer.core.pipeline import Pipeline
 from tests.integration.conftest import require_kafka
 
 SEED = int(os.environ.get("STREAM_PAIRER_TRIAL_SEED", int(time.time())))

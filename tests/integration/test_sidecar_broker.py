@@ -17,8 +17,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from stream_pairer.engine import EngineConfig
-from stream_pairer.sidecar import Sidecar
+from stream_pairer.adapters.kafka.sidecar import Sidecar
+from stream_pairer.core.engine import EngineConfig
 
 from .conftest import BrokerFactory, TopicFactory
 from .sidecar_support import (

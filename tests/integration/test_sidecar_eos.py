@@ -17,8 +17,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
-from stream_pairer.checkpoint import Checkpoint
-from stream_pairer.kafka_io import CheckpointStore, KafkaSettings
+from stream_pairer.adapters.kafka.io import CheckpointStore, KafkaSettings
+from stream_pairer.stream.checkpoint import Checkpoint
 
 from .conftest import KafkaBroker, TopicFactory
 from .sidecar_support import (

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from stream_pairer.sidecar import Sidecar
+from stream_pairer.adapters.kafka.sidecar import Sidecar
 
 from .conftest import KafkaBroker, TopicFactory
 from .sidecar_support import (

@@ -1,0 +1,326 @@
+"""`stream-pairer audit`: check conservation between the inputs and the outputs of a run.
+
+Files:  stream-pairer audit --input in1.jsonl in2.jsonl --outputs out/
+Topics: stream-pairer audit --bootstrap-servers HOST:PORT --input-topic T [--outputs T.pairs ...]
+
+Exit status: 0 when every input event is accounted for exactly once (doubles allowed unless
+--exactly-once), 1 when the audit finds a problem, 2 when the inputs or outputs cannot be read.
+The pairing options that change what a record parses to (conversation fields, record size limit)
+must be the ones the run used; they read the same STREAM_PAIRER_* environment variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+from stream_pairer.adapters.files import OUTPUT_FILES, InputError, read_lines
+from stream_pairer.analysis.audit import Auditor, AuditReport, render
+from stream_pairer.cli.options import add_option, positive_float, positive_int
+from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
+
+NAME = "audit"
+HELP = "check that every input event is in exactly one output record (files or Kafka topics)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        "-i",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help="input JSONL file(s) of the run (gzip ok), named as the run named them",
+    )
+    parser.add_argument(
+        "--outputs",
+        "-o",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="OUT",
+        help="files mode: the output directory or output files; topics mode: output "
+        "topics, with {topic} expanded for each input topic as `run` does "
+        "(default {topic}.pairs {topic}.orphans {topic}.dead-letter)",
+    )
+    add_option(parser, "--bootstrap-servers", help="Kafka bootstrap servers: audit topics instead of files")
+    add_option(parser, "--input-topic", action="append", help="input topic of the run (repeatable)")
+    add_option(
+        parser,
+        "--input-isolation",
+        default="read_committed",
+        choices=("read_committed", "read_uncommitted"),
+        help="isolation level used to read the input topic (the sidecar's own)",
+    )
+    add_option(
+        parser,
+        "--exactly-once",
+        action="store_true",
+        default=False,
+        help="the run promised exactly-once: duplicates fail the audit",
+    )
+    add_option(
+        parser,
+        "--conversation-field",
+        action="append",
+        default=None,
+        help="conversation id field(s) the run used "
+        f"(default: {', '.join(DEFAULT_CONFIG.conversation_fields)})",
+    )
+    add_option(
+        parser,
+        "--max-record-bytes",
+        type=positive_int,
+        default=DEFAULT_CONFIG.max_record_bytes,
+        help="the run's record size limit (larger records are dead letters)",
+    )
+    add_option(
+        parser,
+        "--audit-timeout",
+        type=positive_float,
+        default=300.0,
+        help="seconds allowed to read the topics up to their end offsets",
+    )
+    parser.add_argument("--show", type=int, default=20, help="problem positions to print (default: 20)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the full report as JSON here")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+
+
+def run(args: argparse.Namespace) -> int:
+    fields = tuple(args.conversation_field) if args.conversation_field else DEFAULT_CONFIG.conversation_fields
+    config = FormatConfig(conversation_fields=fields, max_record_bytes=args.max_record_bytes)
+    auditor = Auditor(config, exactly_once=args.exactly_once)
+    started = time.monotonic()
+    try:
+        if args.bootstrap_servers:
+            if not args.input_topic:
+                return _usage("--bootstrap-servers needs --input-topic")
+            outputs = expand_topics(
+                args.outputs or ["{topic}.pairs", "{topic}.orphans", "{topic}.dead-letter"], args.input_topic
+            )
+            report = asyncio.run(
+                audit_topics(
+                    auditor,
+                    args.bootstrap_servers,
+                    args.input_topic,
+                    outputs,
+                    input_isolation=args.input_isolation,
+                    timeout_s=args.audit_timeout,
+                )
+            )
+        else:
+            if not args.input or not args.outputs:
+                return _usage("give --input FILE... and --outputs DIR|FILE... (or --bootstrap-servers)")
+            if "-" in args.input:
+                return _usage("stdin cannot be audited: the audit must re-read the input")
+            report = audit_files(auditor, args.input, [Path(o) for o in args.outputs])
+    except (InputError, AuditReadError) as err:
+        print(f"stream-pairer audit: {err}", file=sys.stderr)
+        return 2
+    elapsed = time.monotonic() - started
+    if args.json is not None:
+        args.json.write_bytes(
+            orjson.dumps(report.as_dict() | {"seconds": round(elapsed, 3)}, option=orjson.OPT_INDENT_2)
+        )
+    if args.quiet:
+        print(render(report, 0).splitlines()[-1])
+    else:
+        print(render(report, args.show))
+        print(f"({elapsed:.2f} s)")
+    return 0 if report.ok else 1
+
+
+def expand_topics(templates: list[str], input_topics: list[str]) -> list[str]:
+    """Output topic names as `run` derives them: a `{topic}` template names one topic per input
+    topic, so the audit accepts the very values given to `run --pairs-topic ...`. Order-preserving
+    and without repeats (two templates may name the same topic)."""
+    names: dict[str, None] = {}
+    for template in templates:
+        for topic in input_topics if "{topic}" in template else [template]:
+            names[template.replace("{topic}", topic)] = None
+    return list(names)
+
+
+def _usage(msg: str) -> int:
+    print(f"stream-pairer audit: {msg}", file=sys.stderr)
+    return 2
+
+
+class AuditReadError(Exception):
+    """Topics that cannot be read to their end (missing input topic, broker gone, timeout)."""
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def audit_files(auditor: Auditor, inputs: list[str], outputs: list[Path]) -> AuditReport:
+    for name in inputs:
+        stream = auditor.add_stream(("file", name), name, 1)
+        for lineno, line in read_lines(name):
+            auditor.add_input(stream, lineno, line, {"file": name, "line": lineno})
+    for path in output_files(outputs):
+        for lineno, line in read_lines(str(path)):
+            auditor.add_output_line(line, f"{path}:{lineno}")
+    return auditor.finish()
+
+
+def output_files(outputs: list[Path]) -> list[Path]:
+    """Output files as given; a directory stands for the output files of `pair --out DIR` in it."""
+    files: list[Path] = []
+    for out in outputs:
+        if out.is_dir():
+            found = [out / n for n in sorted(set(OUTPUT_FILES.values())) if (out / n).exists()]
+            if not found:
+                raise InputError(f"{out} holds none of {', '.join(sorted(set(OUTPUT_FILES.values())))}")
+            files += found
+        elif out.exists():
+            files.append(out)
+        else:
+            raise InputError(f"no such output file or directory: {out}")
+    return files
+
+
+# ---------------------------------------------------------------------------------------------- topics
+
+
+async def audit_topics(
+    auditor: Auditor,
+    bootstrap: str,
+    input_topics: list[str],
+    output_topics: list[str],
+    *,
+    input_isolation: str = "read_committed",
+    timeout_s: float = 300.0,
+) -> AuditReport:
+    """Read the input topics, then the output topics (read_committed: only what a transaction
+    committed, as any downstream consumer sees it), each up to its end offsets taken at start."""
+    deadline = time.monotonic() + timeout_s
+
+    def on_input(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+        stream = auditor.streams[("kafka", topic, partition)]
+        source = {"topic": topic, "partition": partition, "offset": offset}
+        text_key = key.decode("utf-8", "replace") if key is not None else None
+        auditor.add_input(stream, offset, value if value is not None else b"", source, text_key)
+
+    def on_input_partition(topic: str, partition: int, begin: int, end: int) -> None:
+        auditor.add_stream(("kafka", topic, partition), f"{topic}[{partition}]", begin, end)
+
+    def on_output(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+        auditor.add_output_line(value or b"", f"{topic}[{partition}]@{offset}")
+
+    await read_topics(
+        bootstrap,
+        input_topics,
+        input_isolation,
+        on_input,
+        deadline,
+        on_partition=on_input_partition,
+        required=True,
+    )
+    await read_topics(bootstrap, output_topics, "read_committed", on_output, deadline, required=False)
+    return auditor.finish()
+
+
+OnRecord = Callable[[str, int, int, bytes | None, bytes | None], None]
+
+
+async def read_topics(
+    bootstrap: str,
+    topics: list[str],
+    isolation: str,
+    on_record: OnRecord,
+    deadline: float,
+    *,
+    on_partition: Callable[[str, int, int, int], None] | None = None,
+    required: bool = True,
+) -> None:
+    """Every record of every partition of `topics` from the beginning up to the end offsets taken
+    now, in offset order per partition. No consumer group: nothing is committed, nothing rebalances.
+    A missing topic is an error when `required`, else empty (e.g. no dead letter was ever written)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415 - files mode needs no Kafka
+    from aiokafka.errors import KafkaError  # noqa: PLC0415
+
+    partitions = await _partitions(bootstrap, topics, required, deadline)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level=isolation,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+        fetch_max_bytes=64 * 1024 * 1024,
+    )
+    try:
+        await asyncio.wait_for(consumer.start(), max(1.0, deadline - time.monotonic()))
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        if not tps:
+            return
+        consumer.assign(tps)
+        begin = await consumer.beginning_offsets(tps)
+        end = await consumer.end_offsets(tps)
+        for tp in tps:
+            if on_partition is not None:
+                on_partition(tp.topic, tp.partition, begin[tp], end[tp])
+            consumer.seek(tp, begin[tp])
+        remaining = {tp for tp in tps if end[tp] > begin[tp]}
+        while remaining:
+            if time.monotonic() > deadline:
+                left = ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(remaining))
+                raise AuditReadError(f"timed out reading to the end offsets of {left}")
+            batch = await consumer.getmany(*remaining, timeout_ms=500, max_records=20_000)
+            for tp, msgs in batch.items():
+                stop = end[tp]
+                for m in msgs:
+                    if m.offset >= stop:
+                        break
+                    on_record(tp.topic, tp.partition, m.offset, m.key, m.value)
+            # Positions, not message offsets: a partition may end in transaction markers.
+            for tp in list(remaining):
+                if await consumer.position(tp) >= end[tp]:
+                    remaining.discard(tp)
+                    consumer.pause(tp)
+    except KafkaError as err:
+        raise AuditReadError(f"cannot read {', '.join(topics)} from {bootstrap}: {err}") from err
+    except TimeoutError as err:
+        raise AuditReadError(f"cannot reach Kafka at {bootstrap}") from err
+    finally:
+        await consumer.stop()
+
+
+async def _partitions(
+    bootstrap: str, topics: list[str], required: bool, deadline: float
+) -> list[tuple[str, int]]:
+    """(topic, partition) of every existing topic in `topics`, from the admin client: a consumer
+    only knows the partitions of topics it subscribed to, and a metadata request naming a missing
+    topic may auto-create it, which an audit must never do (all topics are listed first)."""
+    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+    from aiokafka.errors import KafkaError  # noqa: PLC0415
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    try:
+        await asyncio.wait_for(admin.start(), max(1.0, deadline - time.monotonic()))
+        existing = set(await admin.list_topics())
+        missing = [t for t in topics if t not in existing]
+        if missing and required:
+            raise AuditReadError(f"topic {missing[0]!r} does not exist on {bootstrap}")
+        present = [t for t in topics if t in existing]
+        described = await admin.describe_topics(present) if present else []
+    except KafkaError as err:
+        raise AuditReadError(f"cannot list the topics of {bootstrap}: {err}") from err
+    except TimeoutError as err:
+        raise AuditReadError(f"cannot reach Kafka at {bootstrap}") from err
+    finally:
+        await admin.close()
+    out: list[tuple[str, int]] = []
+    for meta in described:
+        if meta["error_code"] != 0:
+            raise AuditReadError(f"topic {meta['topic']!r}: metadata error code {meta['error_code']}")
+        out += sorted((meta["topic"], p["partition"]) for p in meta["partitions"])
+    return out

@@ -1,0 +1,283 @@
+"""`stream-pairer run --bootstrap-servers H:P --input-topic T --group-id G`: the Kafka sidecar.
+
+Every option also comes from `STREAM_PAIRER_<OPTION>` (e.g. STREAM_PAIRER_BOOTSTRAP_SERVERS,
+STREAM_PAIRER_INPUT_TOPIC=a,b), so the container is configured by its Pod spec alone. SIGTERM and
+SIGINT stop it gracefully (finish the batch, make outputs durable, commit, exit 0 within
+--shutdown-timeout); the HTTP endpoint serves /metrics, /healthz and /readyz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+
+from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
+from stream_pairer.cli.options import (
+    add_engine_arguments,
+    add_option,
+    engine_config_from_args,
+    env_name,
+    format_config_from_args,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    tagger_from_args,
+)
+from stream_pairer.ops.gctune import tune_gc
+
+NAME = "run"
+HELP = "run as a Kafka sidecar: consume tool events, produce pairs, orphans and dead letters"
+
+log = logging.getLogger("stream_pairer.run")
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port: {value}")
+    return port
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    k = parser.add_argument_group("Kafka")
+    add_option(k, "--bootstrap-servers", help="Kafka bootstrap servers, host:port[,host:port] (required)")
+    env = env_name("--input-topic")
+    k.add_argument(
+        "--input-topic", action="append", default=None,
+        help=f"input topic; repeat for several (required) [env {env}, comma-separated]",
+    )  # fmt: skip
+    add_option(k, "--group-id", help="consumer group id (required)")
+    add_option(
+        k,
+        "--exactly-once",
+        action="store_true",
+        default=False,
+        help="transactional outputs + offsets: a replay emits nothing twice (consumers: read_committed)",
+    )
+    add_option(k, "--pairs-topic", default="{topic}.pairs", help="pairs output topic ({topic} = input topic)")
+    add_option(k, "--orphans-topic", default="{topic}.orphans", help="orphans output topic")
+    add_option(k, "--dead-letter-topic", default="{topic}.dead-letter", help="dead-letter output topic")
+    add_option(
+        k,
+        "--checkpoint-topic",
+        default="{topic}.pairer-checkpoints",
+        help="internal compacted topic of replay checkpoints ({topic}, {group})",
+    )
+    add_option(
+        k,
+        "--repartition",
+        action="store_true",
+        default=False,
+        help="input not keyed by conversation: first re-key it to an internal topic, then pair",
+    )
+    add_option(
+        k,
+        "--repartition-topic",
+        default="{topic}.by-conversation",
+        help="--repartition: the internal re-keyed topic ({topic} = input topic)",
+    )
+    add_option(
+        k,
+        "--no-create-topics",
+        action="store_true",
+        default=False,
+        help="do not create missing output/checkpoint topics (fail and retry instead)",
+    )
+    add_option(
+        k,
+        "--replication-factor",
+        type=int,
+        default=1,
+        help="replication factor of the topics this command creates (-1: the broker's default)",
+    )
+    add_option(
+        k, "--instance-id", default=socket.gethostname(), help="this instance's name in client ids and logs"
+    )
+    add_option(
+        k,
+        "--transactional-id-prefix",
+        default="stream-pairer",
+        help="exactly-once: transactional ids are <prefix>.<group>.<topic>.<partition>",
+    )
+    add_option(
+        k,
+        "--auto-offset-reset",
+        default="earliest",
+        choices=["earliest", "latest"],
+        help="where a partition without a committed offset starts",
+    )
+    add_option(
+        k,
+        "--isolation-level",
+        default="read_committed",
+        choices=["read_committed", "read_uncommitted"],
+        help="isolation level for reading the input topics",
+    )
+    add_option(k, "--max-records", type=positive_int, default=1000, help="records per fetched batch")
+    add_option(k, "--poll-timeout", type=positive_float, default=0.2, help="seconds a fetch waits for data")
+    add_option(
+        k,
+        "--commit-interval",
+        type=non_negative_float,
+        default=None,
+        help="seconds between commits (default: 1 at-least-once, 0.1 exactly-once; 0 = every batch)",
+    )
+    add_option(
+        k,
+        "--tick-interval",
+        type=positive_float,
+        default=1.0,
+        help="seconds between wall-clock ticks that time out calls on quiet partitions",
+    )
+    add_option(
+        k,
+        "--session-timeout",
+        type=positive_float,
+        default=10.0,
+        help="consumer group session timeout, seconds",
+    )
+    add_option(
+        k, "--request-timeout", type=positive_float, default=30.0, help="Kafka request timeout, seconds"
+    )
+    add_option(
+        k,
+        "--max-output-bytes",
+        type=positive_int,
+        default=1_000_000,
+        help="an output record larger than this loses its payloads (payload_truncated: true)",
+    )
+    s = parser.add_argument_group("lifecycle and HTTP")
+    add_option(
+        s,
+        "--shutdown-timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds a SIGTERM shutdown may take (finish batch, deliver, commit)",
+    )
+    add_option(
+        s,
+        "--flush-on-shutdown",
+        action="store_true",
+        default=False,
+        help="emit held calls/results as orphans (reason shutdown) on stop: for decommissioning",
+    )
+    add_option(s, "--http-host", default="0.0.0.0", help="address of the /metrics /healthz /readyz endpoint")
+    add_option(
+        s, "--http-port", type=_port, default=9464, help="port of that endpoint (0: an ephemeral port)"
+    )
+    add_option(s, "--no-http", action="store_true", default=False, help="no HTTP endpoint")
+    add_option(
+        s,
+        "--ready-timeout",
+        type=positive_float,
+        default=15.0,
+        help="/readyz fails when no fetch response came for this many seconds",
+    )
+    add_option(
+        s, "--backoff-max", type=positive_float, default=30.0, help="cap of the reconnect backoff, seconds"
+    )
+    add_option(s, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_engine_arguments(parser)
+
+
+def config_from_args(args: argparse.Namespace) -> SidecarConfig:
+    topics = list(args.input_topic or [])
+    if not topics:
+        topics = [t for t in os.environ.get(env_name("--input-topic"), "").split(",") if t.strip()]
+    missing = [
+        flag
+        for flag, value in (
+            ("--bootstrap-servers", args.bootstrap_servers),
+            ("--input-topic", topics),
+            ("--group-id", args.group_id),
+        )
+        if not value
+    ]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)} (flags or {', '.join(env_name(m) for m in missing)})")
+    return SidecarConfig(
+        bootstrap_servers=args.bootstrap_servers,
+        input_topics=tuple(t.strip() for t in topics),
+        group_id=args.group_id,
+        exactly_once=args.exactly_once,
+        pairs_topic=args.pairs_topic,
+        orphans_topic=args.orphans_topic,
+        dead_letter_topic=args.dead_letter_topic,
+        checkpoint_topic=args.checkpoint_topic,
+        repartition=args.repartition,
+        repartition_topic=args.repartition_topic,
+        create_topics=not args.no_create_topics,
+        replication_factor=args.replication_factor,
+        transactional_id_prefix=args.transactional_id_prefix,
+        client_id=f"stream-pairer-{args.instance_id}",
+        engine=engine_config_from_args(args),
+        formats=format_config_from_args(args),
+        tagger=tagger_from_args(args),
+        max_records=args.max_records,
+        poll_timeout_s=args.poll_timeout,
+        tick_interval_s=args.tick_interval,
+        commit_interval_s=args.commit_interval,
+        shutdown_timeout_s=args.shutdown_timeout,
+        flush_on_shutdown=args.flush_on_shutdown,
+        auto_offset_reset=args.auto_offset_reset,
+        isolation_level=args.isolation_level,
+        session_timeout_ms=int(args.session_timeout * 1000),
+        heartbeat_interval_ms=max(int(args.session_timeout * 1000) // 10, 100),
+        request_timeout_ms=int(args.request_timeout * 1000),
+        max_output_bytes=args.max_output_bytes,
+        http_host=args.http_host,
+        http_port=None if args.no_http else args.http_port,
+        ready_timeout_s=args.ready_timeout,
+        backoff_max_s=args.backoff_max,
+    )
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # aiokafka logs every reconnect attempt at ERROR with a traceback; our own log line per attempt
+    # (with the error) is the one operators need, so its noise is kept to warnings and above.
+    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+async def serve(config: SidecarConfig) -> int:
+    sidecar = Sidecar(config)
+    await sidecar.start()
+    if sidecar.http_port is not None:
+        print(f"stream-pairer: HTTP on {config.http_host}:{sidecar.http_port}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    stopper = asyncio.create_task(stop.wait())
+    runner = asyncio.create_task(sidecar.wait())
+    await asyncio.wait({stopper, runner}, return_when=asyncio.FIRST_COMPLETED)
+    if runner.done() and runner.exception() is not None:
+        log.error("the sidecar loop failed: %s", runner.exception())
+        await sidecar.stop(config.shutdown_timeout_s)
+        return 1
+    log.info("stopping (signal received)")
+    clean = await sidecar.stop(config.shutdown_timeout_s)
+    stopper.cancel()
+    return 0 if clean else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
+    setup_logging(args.log_level)
+    try:
+        config = config_from_args(args)
+    except (OSError, ValueError) as err:
+        print(f"stream-pairer run: {err}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(config))

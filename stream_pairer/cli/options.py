@@ -1,0 +1,217 @@
+"""Command-line options shared by every command that pairs (file mode and the Kafka sidecar).
+
+Every option can also come from an environment variable `STREAM_PAIRER_<OPTION>` (dashes become
+underscores, upper case), so the same image runs as a sidecar configured only by its Pod spec.
+An explicit flag wins over the environment; the environment wins over the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.formats import DEFAULT_CONFIG as DEFAULT_FORMAT_CONFIG
+from stream_pairer.core.formats import FormatConfig
+
+ENV_PREFIX = "STREAM_PAIRER_"
+
+
+def env_name(option: str) -> str:
+    return ENV_PREFIX + option.lstrip("-").replace("-", "_").upper()
+
+
+def add_option(
+    parser: argparse.ArgumentParser | Any,
+    option: str,
+    *,
+    type: Callable[[str], Any] = str,
+    default: Any = None,
+    help: str,
+    **kwargs: Any,
+) -> None:
+    """Add `--option` whose default is read from its environment variable when set."""
+    env = env_name(option)
+    raw = os.environ.get(env)
+    if raw is not None and kwargs.get("action") not in ("store_true", "append"):
+        try:
+            default = type(raw)
+        except (TypeError, ValueError) as err:
+            raise SystemExit(f"stream-pairer: {env}={raw!r} is not valid: {err}") from err
+    elif raw is not None and kwargs.get("action") == "store_true":
+        default = raw.strip().lower() in ("1", "true", "yes", "on")
+    elif raw is not None and kwargs.get("action") == "append":
+        default = [v for v in raw.split(",") if v]
+    shown = "" if default is None else f" (default: {default})"
+    if kwargs.get("action") == "store_true":  # argparse's store_true takes no type
+        parser.add_argument(option, default=default, help=f"{help} [env {env}]", **kwargs)
+        return
+    parser.add_argument(option, type=type, default=default, help=f"{help}{shown} [env {env}]", **kwargs)
+
+
+def positive_float(value: str) -> float:
+    f = float(value)
+    if f <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return f
+
+
+def non_negative_float(value: str) -> float:
+    f = float(value)
+    if f < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return f
+
+
+def positive_int(value: str) -> int:
+    i = int(value)
+    if i < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return i
+
+
+def non_negative_int(value: str) -> int:
+    i = int(value)
+    if i < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return i
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    d = EngineConfig()
+    g = parser.add_argument_group("pairing and state limits")
+    add_option(
+        g,
+        "--call-timeout",
+        type=positive_float,
+        default=d.call_timeout_ms / 1000,
+        help="seconds (event time) a call waits for its result before it is an orphan (timeout)",
+    )
+    add_option(
+        g,
+        "--result-grace",
+        type=non_negative_float,
+        default=d.result_grace_ms / 1000,
+        help="seconds a result with an unknown id waits for its call to arrive late",
+    )
+    add_option(
+        g,
+        "--conversation-ttl",
+        type=positive_float,
+        default=d.conversation_ttl_ms / 1000,
+        help="seconds an idle conversation's memory (closed ids, counters) is kept",
+    )
+    add_option(
+        g,
+        "--max-conversations",
+        type=positive_int,
+        default=d.max_conversations,
+        help="conversations held at once, per input partition; the least recently used is evicted past it",
+    )
+    add_option(
+        g,
+        "--max-calls-per-conversation",
+        type=positive_int,
+        default=d.max_calls_per_conversation,
+        help="open calls held per conversation; the oldest is evicted past it",
+    )
+    add_option(
+        g,
+        "--max-held-bytes",
+        type=positive_int,
+        default=d.max_held_bytes,
+        help="estimated bytes of memory held by open calls and pending results (about 5x their "
+        "raw size, see engine.held_cost), per input partition; the oldest held event is evicted past it",
+    )
+    add_option(
+        g,
+        "--max-closed-ids",
+        type=non_negative_int,
+        default=d.max_closed_ids,
+        help="closed call ids remembered in all conversations, per input partition, to tell a duplicate "
+        "or late result from an unknown id; the oldest is forgotten past it (a later result for a "
+        "forgotten id waits --result-grace as an unknown id, then is an orphan with reason no_call)",
+    )
+    f = parser.add_argument_group("input records")
+    add_option(
+        f,
+        "--conversation-field",
+        action="append",
+        default=None,
+        help="dotted path of the conversation id in a record; repeat to try several in order "
+        f"(default: {', '.join(DEFAULT_FORMAT_CONFIG.conversation_fields)})",
+    )
+    add_option(
+        f,
+        "--max-record-bytes",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_record_bytes,
+        help="a larger record is dead-lettered (too_large)",
+    )
+    t = parser.add_argument_group("failure tagging")
+    add_option(
+        t,
+        "--tool-schemas",
+        default=None,
+        help="JSON file or directory of tool definitions (Anthropic input_schema / OpenAI parameters)",
+    )
+    add_option(
+        t,
+        "--max-tool-calls",
+        type=positive_int,
+        default=12,
+        help="calls per conversation before further calls are tagged termination",
+    )
+    add_option(
+        t,
+        "--max-conversation-seconds",
+        type=positive_float,
+        default=600.0,
+        help="wall time from a conversation's first call before further calls are tagged termination",
+    )
+    add_option(
+        t,
+        "--max-repeat-hashes",
+        type=positive_int,
+        default=200_000,
+        help="per partition: remembered (tool, arguments) hashes of the repeat check across all "
+        "conversations, oldest forgotten first (~0.2 KB each)",
+    )
+
+
+def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
+    return EngineConfig(
+        call_timeout_ms=args.call_timeout * 1000,
+        result_grace_ms=args.result_grace * 1000,
+        conversation_ttl_ms=args.conversation_ttl * 1000,
+        max_conversations=args.max_conversations,
+        max_calls_per_conversation=args.max_calls_per_conversation,
+        max_held_bytes=args.max_held_bytes,
+        max_closed_ids=args.max_closed_ids,
+    )
+
+
+def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
+    fields = (
+        tuple(args.conversation_field)
+        if args.conversation_field
+        else DEFAULT_FORMAT_CONFIG.conversation_fields
+    )
+    return FormatConfig(conversation_fields=fields, max_record_bytes=args.max_record_bytes)
+
+
+def tagger_from_args(args: argparse.Namespace) -> Any:
+    """The failure-point tagger configured by the tagging options (imported here, not at module
+    top, so that the option parsing stays cheap for commands that never pair)."""
+    from stream_pairer.core.tagging import FailureTagger  # noqa: PLC0415 - see docstring
+    from stream_pairer.core.toolschemas import ToolSchemaRegistry  # noqa: PLC0415
+
+    schemas = ToolSchemaRegistry.load(args.tool_schemas) if args.tool_schemas else None
+    return FailureTagger(
+        schemas,
+        max_calls_per_conversation=args.max_tool_calls,
+        max_conversation_ms=args.max_conversation_seconds * 1000,
+        max_hashes_total=args.max_repeat_hashes,
+    )
