@@ -21,7 +21,7 @@ Rules, per conversation (ids are scoped to a conversation):
   result held for its own id is waiting (an id match always wins). An id-bearing held result is
   never paired with a call of another id.
 * A second call with a still-open id supersedes the first, which is emitted (`superseded`).
-* Time (see SPEC-time in the README): two clocks, neither of them global over event time.
+* Time (see *Time* in the README): two clocks, neither of them global over event time.
   - Event time is per conversation: `Conversation.clock_ms` is the newest event time seen in that
     conversation, and only it fires that conversation's event-time timers (a call unanswered for
     `call_timeout_ms`: `timeout`; a held result after `result_grace_ms`: `no_call`). Conversations
