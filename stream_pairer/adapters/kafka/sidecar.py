@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
@@ -37,6 +37,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.io import (
     AtLeastOnce,
     CheckpointStore,
@@ -51,15 +52,24 @@ from stream_pairer.adapters.kafka.io import (
     tp_key,
 )
 from stream_pairer.adapters.kafka.rekeyer import Rekeyer
+from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.core.engine import Engine, EngineConfig, Tagger
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError, classify
+from stream_pairer.core.vocab import OrphanReason
+from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError
 from stream_pairer.ops.http import HttpServer, Response
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token
 from stream_pairer.stream.clock import TickSchedule
-from stream_pairer.stream.partition import Emitted, OutputTopics, PartitionState
+from stream_pairer.stream.partition import (
+    DEAD_LETTER_TOPIC,
+    ORPHANS_TOPIC,
+    PAIRS_TOPIC,
+    Emitted,
+    OutputTopics,
+    PartitionState,
+)
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 
@@ -78,9 +88,9 @@ class SidecarConfig:
     input_topics: tuple[str, ...]
     group_id: str
     exactly_once: bool = False
-    pairs_topic: str = "{topic}.pairs"
-    orphans_topic: str = "{topic}.orphans"
-    dead_letter_topic: str = "{topic}.dead-letter"
+    pairs_topic: str = PAIRS_TOPIC
+    orphans_topic: str = ORPHANS_TOPIC
+    dead_letter_topic: str = DEAD_LETTER_TOPIC
     checkpoint_topic: str = "{topic}.pairer-checkpoints"
     create_topics: bool = True
     replication_factor: int = 1
@@ -109,6 +119,7 @@ class SidecarConfig:
     checkpoint_match_wait_s: float = 5.0
     repartition: bool = False
     repartition_topic: str = "{topic}.by-conversation"
+    security: KafkaSecurity = PLAINTEXT  # TLS/SASL and client pass-through (security.py)
 
     def __post_init__(self) -> None:
         if not self.input_topics:
@@ -186,7 +197,12 @@ class Sidecar:
             client_id=config.client_id,
             request_timeout_ms=config.request_timeout_ms,
             max_output_bytes=config.max_output_bytes,
+            # Security (issue 14): one ssl context and the SASL settings shared by every client.
+            extra=config.security.client_kwargs(),
+            consumer_extra=dict(config.security.consumer_config),
+            producer_extra=dict(config.security.producer_config),
         )
+        self.last_error = ""  # why the last session ended (for /readyz), never a secret
         self.states: dict[TopicPartition, PartitionState] = {}
         self._parked: dict[TopicPartition, tuple[PartitionState, Checkpoint | None]] = {}
         self._last_commit: dict[TopicPartition, Checkpoint] = {}
@@ -256,18 +272,6 @@ class Sidecar:
         if self._task is not None:
             await asyncio.shield(self._task)
 
-    async def abort(self) -> None:
-        """Die without committing anything (a crash, for tests): clients are closed, nothing flushed."""
-        self._stopping.set()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        if self._http is not None:
-            await self._http.stop()
-            self._http = None
-
     # ================================================================== health
 
     @property
@@ -305,6 +309,8 @@ class Sidecar:
         if ready:
             return 200, "text/plain", f"ready: {len(self.states)} partitions\n".encode()
         why = "not connected" if not self._connected else "no partitions assigned or not consuming"
+        if not self._connected and self.last_error:
+            why += f" ({self.last_error})"
         return 503, "text/plain", f"not ready: {why}\n".encode()
 
     # ================================================================== sessions
@@ -326,6 +332,7 @@ class Sidecar:
                         else classify(err, during="session")
                     )
                     delay = backoff.next()
+                    self.last_error = f"{type(error).__name__}: {error}"
                     log.log(
                         logging.ERROR if isinstance(error, ConfigError) else logging.WARNING,
                         "Kafka session %d ended (attempt %d): %s: %s; reconnecting in %.1fs",
@@ -344,6 +351,9 @@ class Sidecar:
 
     async def _session(self, backoff: Backoff) -> None:
         cfg = self.config
+        security = cfg.security.reloaded()  # a rotated password file is read again (security.py)
+        self.settings = replace(self.settings, extra=security.client_kwargs())
+        await probe(cfg.bootstrap_servers, security)  # names a TLS/SASL cause (security.py)
         admin = self._admin = make_admin(self.settings)
         await admin.start()
         counts = await topic_partitions(admin, cfg.input_topics)
@@ -389,6 +399,7 @@ class Sidecar:
             heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
             **self.settings.common(),
+            **self.settings.consumer_extra,
         )
         consumer.subscribe(list(self._origin), listener=_Listener(self))
         await consumer.start()
@@ -619,7 +630,7 @@ class Sidecar:
         async with self._lock:
             if self.config.flush_on_shutdown:
                 for tp, st in list(self.states.items()):
-                    await self._send(tp, st.flush("shutdown"), None)
+                    await self._send(tp, st.flush(OrphanReason.SHUTDOWN.value), None)
             dirty = sum(1 for st in self.states.values() if st.dirty)
             await self._commit(consumer, self.states)
             flushed = " (held events flushed as orphans)" if self.config.flush_on_shutdown else ""
@@ -725,10 +736,12 @@ class Sidecar:
                     tp_key(tp), cp.committed, offset,
                 )  # fmt: skip
                 cp = None
-            pipeline = Pipeline(Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats)
+            pipeline = Pipeline(
+                Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats, observer=self.metrics
+            )
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
-                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000, metrics=self.metrics,
+                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,
                 lineage_headers=cfg.repartition,
             )  # fmt: skip
             if cp is not None:
