@@ -231,19 +231,21 @@ class Engine:
 
     def held_clocks(self) -> list[tuple[Held, float]]:
         """What a checkpoint must carry so a replay restores every clock: for each conversation that
-        holds events, its first held event and its clock, unless replaying the held events alone
-        gives the same clock (it is the newest event time among them)."""
+        holds events, its first held event (the replay meets it first) and its clock, unless
+        replaying the held events alone gives the same clock (its newest event is held)."""
         first: dict[Conversation, Held] = {}
-        newest: dict[Conversation, float] = {}
-        for held in self._held.values():
+        rebuilt: set[Conversation] = set()  # a held event carries the conversation's clock
+        for held in self._held.values():  # arrival order: the first seen is the first replayed
             conv = held.conv
             if conv not in first:
                 first[conv] = held
-                newest[conv] = NEG_INF
-            ts = held.ts_ms
-            if ts is not None and ts > newest[conv]:
-                newest[conv] = ts
-        return [(h, conv.clock_ms) for conv, h in first.items() if conv.clock_ms > newest[conv]]
+            if held.ts_ms == conv.clock_ms:
+                rebuilt.add(conv)
+        return [
+            (h, conv.clock_ms)
+            for conv, h in first.items()
+            if conv not in rebuilt and conv.clock_ms != NEG_INF
+        ]
 
     def flush(self, reason: str = SHUTDOWN, result_reason: str | None = None) -> list[Record]:
         """Emit everything still held, oldest first, as orphans with `reason` (held results get

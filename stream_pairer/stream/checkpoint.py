@@ -23,15 +23,17 @@ a mismatch, and the partition falls back to a plain replay (at-least-once duplic
 
 Encoding (orjson, zlib-compressed past COMPRESS_OVER bytes): held offsets are delta-encoded from `C`;
 an offset whose only held block is 0 is a bare integer, otherwise `[delta, block, ...]`; clocks are
-`[offset delta from C, block, clock_ms]`. `processing_ms` was `stream_ms` (the engine's single event
-time) before per-conversation clocks; both names are read and a missing `clocks` is none, so
-checkpoints of either version restore in the other.
+`[offset delta, block, clock]`, deltas from the previous entry (see `_encode_clocks`).
+`processing_ms` was `stream_ms` (the engine's single event time) before per-conversation clocks;
+both names are read and a missing `clocks` is none, so checkpoints of either version restore in
+the other.
 """
 
 from __future__ import annotations
 
 import secrets
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -100,7 +102,7 @@ def encode(cp: Checkpoint) -> bytes:
             "processing_ms": cp.processing_ms,
             "token": cp.token,
             "held": held,
-            "clocks": [[o - cp.committed, b, c] for o, b, c in cp.clocks],
+            "clocks": _encode_clocks(cp.committed, cp.clocks),
         }
     )
     if len(body) > COMPRESS_OVER:
@@ -126,7 +128,7 @@ def decode(value: bytes) -> Checkpoint:
                 prev += int(item[0])
                 held.extend((prev, int(b)) for b in item[1:])
         p_ms = d.get("processing_ms", d.get("stream_ms"))
-        clocks = tuple((committed + int(o), int(b), float(c)) for o, b, c in d.get("clocks", ()))
+        clocks = _decode_clocks(committed, d.get("clocks", ()))
         return Checkpoint(
             group=str(d["group"]),
             topic=str(d["topic"]),
@@ -142,6 +144,31 @@ def decode(value: bytes) -> Checkpoint:
         raise
     except (ValueError, KeyError, TypeError, IndexError, zlib.error) as err:
         raise CheckpointError(f"undecodable checkpoint: {type(err).__name__}: {err}") from err
+
+
+def _encode_clocks(committed: int, clocks: tuple[tuple[int, int, float], ...]) -> list[Any]:
+    """`[offset delta, block, clock]` each, both deltas from the previous entry: clocks of live
+    conversations are close to each other, so an integral clock is written as an integer delta (an
+    exact difference of integers); any other clock as itself, a float (orjson keeps the difference)."""
+    out: list[Any] = []
+    prev_offset, prev_clock = committed, 0.0
+    for offset, block, clock in clocks:
+        field: int | float = clock
+        if clock.is_integer() and prev_clock.is_integer() and max(abs(clock), abs(prev_clock)) < 2**53:
+            field = int(clock) - int(prev_clock)
+        out.append([offset - prev_offset, block, field])
+        prev_offset, prev_clock = offset, clock
+    return out
+
+
+def _decode_clocks(committed: int, items: Iterable[Any]) -> tuple[tuple[int, int, float], ...]:
+    out: list[tuple[int, int, float]] = []
+    offset, clock = committed, 0.0
+    for delta, block, field in items:
+        offset += int(delta)
+        clock = float(int(clock) + field) if type(field) is int else float(field)
+        out.append((offset, int(block), clock))
+    return tuple(out)
 
 
 class ReplayFilter:
