@@ -114,21 +114,25 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--call-timeout",
         type=positive_float,
         default=d.call_timeout_ms / 1000,
-        help="seconds (event time) a call waits for its result before it is an orphan (timeout)",
+        help="seconds a call waits for its result before it is an orphan (timeout): event time of its own "
+        "conversation (newest timestamp seen in it), or, in the sidecar, processing time of its partition "
+        "(wall time while caught up), whichever passes first",
     )
     add_option(
         g,
         "--result-grace",
         type=non_negative_float,
         default=d.result_grace_ms / 1000,
-        help="seconds a result with an unknown id waits for its call to arrive late",
+        help="seconds a result with an unknown id, or an id-less result with no call to pair with yet, "
+        "waits for its call to arrive late (measured like --call-timeout)",
     )
     add_option(
         g,
         "--conversation-ttl",
         type=positive_float,
         default=d.conversation_ttl_ms / 1000,
-        help="seconds an idle conversation's memory (closed ids, counters) is kept",
+        help="seconds an idle conversation's memory (closed ids, counters) is kept (sidecar: processing "
+        "time since its last event; file mode: bounded by --max-conversations and --max-closed-ids only)",
     )
     add_option(
         g,
@@ -213,8 +217,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-conversation-seconds",
         type=non_negative_float,
         default=tagging.MAX_CONVERSATION_MS / 1000,
-        help="seconds from the start of a request (its prompt, else its first call); the first call "
-        "past it is tagged termination; 0 disables the cap",
+        help="seconds of event time (record timestamps) from the start of a request (its prompt, else "
+        "its first call); the first call past it is tagged termination; 0 disables the cap",
     )
     add_option(
         t,

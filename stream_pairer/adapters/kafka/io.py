@@ -48,7 +48,9 @@ log = logging.getLogger("stream_pairer.kafka")
 
 TOPIC_ALREADY_EXISTS = 36
 MAX_BATCH_BYTES = 1 << 20  # see KafkaSettings.max_batch_bytes
-MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024  # ~20 million held events per partition, delta-encoded + zlib
+# ~20 million held events per partition, delta-encoded + zlib; ~3.5 million when every one is in its
+# own conversation and each needs its clock (random clocks over 10 min: ~4.4 B each, see checkpoint.py)
+MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
 CHECKPOINT_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "max.message.bytes": str(MAX_CHECKPOINT_BYTES + 1024),
