@@ -51,6 +51,13 @@ class OutputRefused(InputError):
     output path): refused before anything is written (`pair` exits 2)."""
 
 
+class EnvOptionError(StreamPairerError):
+    """A STREAM_PAIRER_* environment variable holds a value its option refuses. Raised while the
+    command line parser is built (before any argument is parsed, even for `--help`); the CLI prints
+    the message (which names the variable, and never a sensitive option's value) as one line and
+    exits 2, as for a bad flag."""
+
+
 class AuditReadError(StreamPairerError):
     """Topics that cannot be read to their end (missing input topic, broker gone, timeout)."""
 

@@ -496,6 +496,8 @@ def _refuse_non_regular(path: Path) -> None:
 def check_output_dir(out_dir: Path, inputs: Sequence[str]) -> None:
     """Refuse an output directory that holds one of the inputs (by real path: symlinks and `..`
     resolved), before anything is written."""
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise OutputRefused(f"refusing --out {out_dir}: it exists and is not a directory")
     target = Path(os.path.realpath(out_dir))
     for name in inputs:
         if name == "-":
@@ -519,3 +521,51 @@ def check_inputs(inputs: Sequence[str]) -> None:
                 pass
         except OSError as err:
             raise InputError(f"cannot open {name}: {err.strerror or err}") from err
+
+
+def check_extra_output(path: Path, flag: str, out_dir: Path, inputs: Sequence[str]) -> None:
+    """Refuse an extra output file (`--summary-json`) that could destroy data or fail only after
+    the run, by the rules of the main outputs, checked before anything is written: it must not be
+    an input or one of the output files, must not be a symlink (never followed) or a non-regular
+    file, and its directory must exist. Compared by real path of the directory + the name, so
+    `out/../out/pairs.jsonl` or a symlinked directory do not slip through."""
+    parent = path.parent
+    real = Path(os.path.realpath(parent)) / path.name
+    for name in inputs:
+        if name != "-" and Path(os.path.realpath(name)) == real:
+            raise OutputRefused(f"refusing {flag} {path}: it is the input {name}")
+    out_real = Path(os.path.realpath(out_dir))
+    for name in sorted(set(OUTPUT_FILES.values())):
+        if out_real / name == real:
+            raise OutputRefused(f"refusing {flag} {path}: it is the output file {out_dir / name}")
+    try:
+        _refuse_non_regular(path)
+    except OutputRefused as err:
+        raise OutputRefused(f"refusing {flag} {path}: {err}") from None
+    if not parent.is_dir() and real.parent != out_real:  # --out is created by the run; others are not
+        raise OutputRefused(f"refusing {flag} {path}: directory {parent} does not exist")
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write `data` as `path` the way OutputWriter writes its files: a temporary file in the same
+    directory (created exclusively, mode 0600), made durable, then renamed over the name, which
+    replaces a name and never writes through a link (checked again just before the rename)."""
+    parent = path.parent
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as err:
+        raise InputError(f"cannot write in {parent}: {err.strerror or err}") from err
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _refuse_non_regular(path)
+        os.replace(temp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(err, OSError):
+            raise InputError(f"cannot write {path}: {err.strerror or err}") from err
+        raise

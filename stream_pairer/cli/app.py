@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
 from stream_pairer import __version__
+from stream_pairer.errors import EnvOptionError
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +82,31 @@ def build_parser(load: str | None = "*") -> argparse.ArgumentParser:
     return parser
 
 
+# Exit status when stdout is closed early (`stream-pairer report out/ | head`): 128 + SIGPIPE, what
+# the shell reports for any tool that the same pipe killed, so `set -o pipefail` scripts see it as
+# they see it from `cat`. Files written before the pipe broke are complete (outputs are renamed into
+# place before the summary is printed); only stdout output was cut short.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     chosen = _chosen(args_in)
-    parser = build_parser(chosen if chosen in {c.name for c in COMMANDS} else None)
+    try:
+        parser = build_parser(chosen if chosen in {c.name for c in COMMANDS} else None)
+    except EnvOptionError as err:  # a STREAM_PAIRER_* variable a flag would have refused too
+        print(err, file=sys.stderr)
+        return 2
     args = parser.parse_args(args_in)
-    code: int = args._run(args)
+    try:
+        code: int = args._run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit
+    except BrokenPipeError:
+        # Python's documented recipe: point stdout at devnull so the interpreter's own flush at
+        # exit does not raise again, then exit quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     return code
 
 

@@ -8,14 +8,16 @@ An explicit flag wins over the environment; the environment wins over the defaul
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from stream_pairer.core import tagging
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG as DEFAULT_FORMAT_CONFIG
 from stream_pairer.core.formats import FormatConfig
+from stream_pairer.errors import EnvOptionError
 
 ENV_PREFIX = "STREAM_PAIRER_"
 
@@ -44,17 +46,8 @@ def add_option(
     (see adapters/kafka/security.py); this covers options whose values may embed one."""
     env = env_name(option)
     raw = os.environ.get(env)
-    if raw is not None and kwargs.get("action") not in ("store_true", "append"):
-        try:
-            default = type(raw)
-        except (TypeError, ValueError) as err:
-            if sensitive:
-                raise SystemExit(f"stream-pairer: {env} is not valid (value not shown)") from None
-            raise SystemExit(f"stream-pairer: {env}={raw!r} is not valid: {err}") from err
-    elif raw is not None and kwargs.get("action") == "store_true":
-        default = raw.strip().lower() in ("1", "true", "yes", "on")
-    elif raw is not None and kwargs.get("action") == "append":
-        default = [v for v in raw.split(",") if v]
+    if raw is not None:
+        default = _env_default(env, raw, type, kwargs, sensitive=sensitive)
     if sensitive and raw is not None:
         shown = f" (set from {env})"
     else:
@@ -66,16 +59,68 @@ def add_option(
     parser.add_argument(*names, type=type, default=default, help=f"{help}{shown} [env {env}]", **kwargs)
 
 
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"", "0", "false", "no", "off"})
+
+
+def _env_default(
+    env: str, raw: str, type: Callable[[str], Any], kwargs: dict[str, Any], *, sensitive: bool
+) -> Any:
+    """The value of an option's environment variable, checked as a flag value would be (its type,
+    its choices; a switch's yes/no). Raises EnvOptionError naming the variable; the value is echoed
+    only when the option is not `sensitive`, and the reason never for a sensitive one (a parser's
+    message may quote the value)."""
+    action = kwargs.get("action")
+
+    def refuse(reason: str) -> EnvOptionError:
+        if sensitive:
+            return EnvOptionError(f"stream-pairer: {env} is not valid (value not shown)")
+        return EnvOptionError(f"stream-pairer: {env}={raw!r} is not valid: {reason}")
+
+    def convert(text: str) -> Any:
+        try:
+            value = type(text)
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as err:
+            raise refuse(str(err)) from None
+        choices = kwargs.get("choices")
+        if choices is not None and value not in choices:
+            raise refuse(f"expected one of {', '.join(map(str, choices))}")
+        return value
+
+    if action == "store_true":
+        word = raw.strip().lower()
+        if word not in _TRUE | _FALSE:
+            raise refuse("expected 1/true/yes/on or 0/false/no/off")
+        return word in _TRUE
+    if action == "append":
+        return [convert(v) for v in raw.split(",") if v]
+    return convert(raw)
+
+
 # Argument types. argparse names the function in its message when one raises ValueError
 # ("invalid positive_float value"), so each raises ArgumentTypeError with a sentence instead.
 
 
+# Every float option is a number of seconds, multiplied into integer milliseconds (Kafka client
+# settings, engine deadlines). NaN compares false with everything, so a NaN timeout never fires
+# (--call-timeout nan silently disabled timeouts) and inf overflows the conversion: both are
+# refused, and so is anything past MAX_SECONDS (about 31 years, beyond any useful timeout), which
+# keeps every conversion finite.
+MAX_SECONDS: Final = 1e9
+
+
 def _number(value: str, kind: type[int] | type[float]) -> Any:
     try:
-        return kind(value)
+        number = kind(value)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
         raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+    if kind is float:
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+        if abs(number) > MAX_SECONDS:
+            raise argparse.ArgumentTypeError(f"must be at most {MAX_SECONDS:g} seconds, got {value}")
+    return number
 
 
 def positive_float(value: str) -> float:
@@ -104,6 +149,14 @@ def non_negative_int(value: str) -> int:
     if i < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return int(i)
+
+
+def dotted_path(value: str) -> str:
+    """A field path such as `metadata.session_id`: an empty path (or an empty part, `a..b`) names
+    no field, so every record would miss it and be dead-lettered; refused instead."""
+    if not value.strip() or any(not part.strip() for part in value.split(".")):
+        raise argparse.ArgumentTypeError(f"expected a field name or dotted path (a.b.c), got {value!r}")
+    return value
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,6 +223,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         f,
         "--conversation-field",
         action="append",
+        type=dotted_path,
         default=None,
         help="dotted path of the conversation id in a record; repeat to try several in order "
         f"(default: {', '.join(DEFAULT_FORMAT_CONFIG.conversation_fields)})",

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+from stream_pairer.errors import ConfigError
+
 log = logging.getLogger("stream_pairer.http")
 
 Response = tuple[int, str, bytes]  # status, content type, body
@@ -44,9 +46,15 @@ class HttpServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> int:
-        """Listen (port 0 = an ephemeral port); return the bound port."""
+        """Listen (port 0 = an ephemeral port); return the bound port. A port that cannot be bound
+        (in use, privileged, an unknown host) is a configuration error: ConfigError naming it."""
         if self._server is None:
-            self._server = await asyncio.start_server(self._handle, self.host, self.port)
+            try:
+                self._server = await asyncio.start_server(self._handle, self.host, self.port)
+            except OSError as err:
+                raise ConfigError(
+                    f"cannot listen on {self.host}:{self.port} (--http-port): {err.strerror or err}"
+                ) from err
         port = self.bound_port
         assert port is not None
         return port

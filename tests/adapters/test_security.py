@@ -228,10 +228,11 @@ def test_sensitive_option_never_echoes_its_environment_value(monkeypatch: pytest
     import argparse  # noqa: PLC0415
 
     from stream_pairer.cli.options import add_option  # noqa: PLC0415
+    from stream_pairer.errors import EnvOptionError  # noqa: PLC0415
 
     monkeypatch.setenv("STREAM_PAIRER_SOME_LIMIT", CANARY)
     parser = argparse.ArgumentParser()
-    with pytest.raises(SystemExit) as err:
+    with pytest.raises(EnvOptionError) as err:
         add_option(parser, "--some-limit", type=int, help="a number", sensitive=True)
     assert "STREAM_PAIRER_SOME_LIMIT is not valid" in str(err.value) and CANARY not in str(err.value)
     monkeypatch.setenv("STREAM_PAIRER_SOME_LIMIT", "12345")

@@ -14,9 +14,11 @@ from stream_pairer.adapters.files import (
     FileRecords,
     OutputWriter,
     Oversize,
+    check_extra_output,
     check_inputs,
     check_output_dir,
     expand_inputs,
+    write_private_file,
 )
 from stream_pairer.cli.options import (
     add_engine_arguments,
@@ -90,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         inputs = expand_inputs(args.inputs, skip_dir=args.out)
         check_output_dir(args.out, inputs)
+        if args.summary_json is not None:
+            check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
         check_inputs(inputs)  # all of them, before anything is written
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
@@ -125,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
             "history_ids_forgotten": pipeline.dedup.forgotten,
             "seconds": round(elapsed, 3),
         }
-        args.summary_json.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
+        try:
+            write_private_file(args.summary_json, orjson.dumps(body, option=orjson.OPT_INDENT_2))
+        except InputError as err:
+            print(f"stream-pairer pair: {err}", file=sys.stderr)
+            return 2 if isinstance(err, OutputRefused) else 1
     if not args.quiet:
         print(render_summary(pipeline.summary, elapsed, args.out, crossings))
     return 0

@@ -46,7 +46,10 @@ def _default(name: str) -> Any:
 
 
 def _port(value: str) -> int:
-    port = int(value)
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {value!r}") from None
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"not a port: {value}")
     return port
@@ -246,6 +249,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     ]
     if missing:
         raise ValueError(f"missing {', '.join(missing)} (flags or {', '.join(env_name(m) for m in missing)})")
+    check_topic_loops(args, topics)
     return SidecarConfig(
         bootstrap_servers=args.bootstrap_servers,
         input_topics=tuple(t.strip() for t in topics),
@@ -284,6 +288,53 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     )
 
 
+def _expand(template: str, topic: str, group: str) -> str | None:
+    """A topic template as the sidecar expands it; None for one it cannot expand (an unknown
+    placeholder), which the template validation refuses with its own message."""
+    try:
+        return template.format(topic=topic, group=group)
+    except (KeyError, IndexError, ValueError, AttributeError):
+        return None
+
+
+def check_topic_loops(args: argparse.Namespace, topics: list[str]) -> None:
+    """Refuse, before connecting, a layout where the sidecar would read back what it writes: an
+    output topic (pairs, orphans, dead letters, checkpoints, after template expansion) that is an
+    input topic, or (--repartition) the re-keyed topic it consumes. `--dead-letter-topic '{topic}'`
+    would dead-letter a record into its own input, read it again and dead-letter it again, for
+    ever. An empty input topic name is refused too (it names no topic).
+
+    Self-contained in the CLI on purpose: the Kafka adapter's own template checks are separate."""
+    names = [t.strip() for t in topics]
+    if any(not t for t in names):
+        raise ValueError("--input-topic: an empty topic name is not a topic")
+    group = args.group_id or ""
+    inputs = set(names)
+    consumed = {t: (_expand(args.repartition_topic, t, group) if args.repartition else t) for t in names}
+    if args.repartition:
+        for topic, rekeyed in consumed.items():
+            if rekeyed in inputs:
+                raise ValueError(
+                    f"--repartition-topic {args.repartition_topic!r} is the input topic {rekeyed!r} "
+                    f"for input {topic!r}: the sidecar would read back what it writes"
+                )
+    read = inputs | {c for c in consumed.values() if c is not None}
+    for topic in names:
+        outputs = [
+            ("--pairs-topic", args.pairs_topic, topic),
+            ("--orphans-topic", args.orphans_topic, topic),
+            ("--dead-letter-topic", args.dead_letter_topic, topic),
+            ("--checkpoint-topic", args.checkpoint_topic, consumed[topic] or topic),
+        ]
+        for flag, template, source in outputs:
+            name = _expand(template, source, group)
+            if name is not None and name in read:
+                raise ValueError(
+                    f"{flag} {template!r} is {name!r} for input {topic!r}, a topic the sidecar reads: "
+                    "it would read back its own output for ever; choose another name"
+                )
+
+
 def setup_logging(level: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -297,7 +348,11 @@ def setup_logging(level: str) -> None:
 
 async def serve(config: SidecarConfig) -> int:
     sidecar = Sidecar(config)
-    await sidecar.start()
+    try:
+        await sidecar.start()
+    except ConfigError as err:  # e.g. the HTTP port is in use: nothing started yet
+        print(f"stream-pairer run: {err}", file=sys.stderr)
+        return 2
     if sidecar.http_port is not None:
         print(f"stream-pairer: HTTP on {config.http_host}:{sidecar.http_port}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
