@@ -150,6 +150,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_FORMAT_CONFIG.max_record_bytes,
         help="a larger record is dead-lettered (too_large)",
     )
+    add_option(
+        g,
+        "--max-id-bytes",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_id_bytes,
+        help="a record whose conversation id, call id or tool name is longer is dead-lettered "
+        "(too_large): ids are kept in memory after their events are emitted",
+    )
     t = parser.add_argument_group("failure tagging")
     add_option(
         t,
@@ -199,7 +207,9 @@ def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
         if args.conversation_field
         else DEFAULT_FORMAT_CONFIG.conversation_fields
     )
-    return FormatConfig(conversation_fields=fields, max_record_bytes=args.max_record_bytes)
+    return FormatConfig(
+        conversation_fields=fields, max_record_bytes=args.max_record_bytes, max_id_bytes=args.max_id_bytes
+    )
 
 
 def tagger_from_args(args: argparse.Namespace) -> Any:

@@ -136,6 +136,9 @@ class Engine:
         self.now_ms = float("-inf")  # stream time: max event time seen or advanced to
         self._next_sweep_ms = float("-inf")
         self.held_bytes = 0
+        # Bytes of the conversation ids and closed call ids kept (input can make them large: they
+        # outlive their events). Counted against max_held_bytes with held_bytes (see _enforce_bytes).
+        self.id_bytes = 0
         self.open_calls = 0
         self.pending_results = 0
         self.evictions: Counter[str] = Counter()  # by limit name, for metrics
@@ -175,6 +178,7 @@ class Engine:
         self._convs.clear()
         self._closed.clear()
         self._heap.clear()
+        self.id_bytes = 0
         return out
 
     def discard(self) -> int:
@@ -185,7 +189,7 @@ class Engine:
         self._convs.clear()
         self._closed.clear()
         self._heap.clear()
-        self.held_bytes = self.open_calls = self.pending_results = 0
+        self.held_bytes = self.open_calls = self.pending_results = self.id_bytes = 0
         return n
 
     # ------------------------------------------------------------------ introspection
@@ -290,6 +294,7 @@ class Engine:
                 self._forget_closed(lru)
             conv = Conversation(conversation_id)
             self._convs[conversation_id] = conv
+            self.id_bytes += len(conversation_id)
         else:
             self._convs.move_to_end(conversation_id)
         conv.last_ts_ms = max(conv.last_ts_ms, ts)
@@ -338,7 +343,8 @@ class Engine:
         closed = conv.closed
         everywhere = self._closed
         key = (conv, cid)
-        closed.pop(cid, None)  # re-inserted last: a plain dict keeps insertion order
+        if closed.pop(cid, None) is None:  # re-inserted last: a plain dict keeps insertion order
+            self.id_bytes += len(cid)
         closed[cid] = how
         everywhere[key] = None
         everywhere.move_to_end(key)
@@ -351,6 +357,7 @@ class Engine:
         """Forget one closed id, in the conversation's map and in the engine-wide order together."""
         del conv.closed[cid]
         del self._closed[(conv, cid)]
+        self.id_bytes -= len(cid)
         if not conv.closed:
             # A dict never shrinks its table on deletion: under the engine-wide bound each
             # conversation's map keeps refilling and emptying, and its table would ratchet up to
@@ -360,15 +367,24 @@ class Engine:
 
     def _forget_closed(self, conv: Conversation) -> None:
         """Drop a departing conversation's closed ids from the engine-wide order, so that order
-        never keeps a dead conversation (and its tagger state) alive."""
+        never keeps a dead conversation (and its tagger state) alive; uncharge its ids."""
         everywhere = self._closed
         for cid in conv.closed:
             del everywhere[(conv, cid)]
+            self.id_bytes -= len(cid)
+        self.id_bytes -= len(conv.conversation_id)
 
     def _enforce_bytes(self, out: list[Record]) -> None:
-        while self.held_bytes > self.config.max_held_bytes and self._held:
+        limit = self.config.max_held_bytes
+        while self.held_bytes + self.id_bytes > limit and self._held:
             self.evictions["held_bytes"] += 1
             self._emit_orphan(next(iter(self._held.values())), "evicted", out)
+        # Nothing held and still over: the ids of idle conversations are what is left; forget the
+        # least recently used ones (a later result for them is then an unknown id, not a duplicate).
+        convs = self._convs
+        while self.id_bytes > limit and convs:
+            _, idle = convs.popitem(last=False)
+            self._forget_closed(idle)
 
     def _advance(self, now_ms: float, out: list[Record]) -> None:
         if now_ms <= self.now_ms:

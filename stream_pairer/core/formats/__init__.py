@@ -82,6 +82,7 @@ def parse_record(
     if n > DEPTH_CHECK_MIN_BYTES and raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
         _check_depth(parts)
     conv = conversation_id(record, config, key)
+    _check_id_lengths(conv, parts, config.max_id_bytes)
     ts = record_ts(record, "")
     if ts is None:
         inner = record.get("message")
@@ -94,6 +95,28 @@ def parse_record(
         ToolEvent(t, conv, event_id, name, payload, ts, fmt, source, i, is_error, block, size)
         for i, (t, event_id, name, payload, is_error, block, fmt) in enumerate(parts)
     ]
+
+
+def _check_id_lengths(conv: str, parts: list[Part], limit: int) -> None:
+    """Refuse ids and tool names longer than `limit` UTF-8 bytes (`max_id_bytes`). A string of
+    n characters takes at most 4n bytes, so only long strings are measured (hot path)."""
+    quick = limit // 4
+    if len(conv) > quick:
+        _measure("conversation id", conv, limit)
+    for i, part in enumerate(parts):
+        event_id, name = part[1], part[2]
+        if event_id is not None and len(event_id) > quick:
+            _measure(f"id of tool event {i}", event_id, limit)
+        if name is not None and len(name) > quick:
+            _measure(f"tool name of tool event {i}", name, limit)
+
+
+def _measure(what: str, value: str, limit: int) -> None:
+    n = len(value.encode("utf-8", "surrogatepass"))
+    if n > limit:
+        raise FormatError(
+            "too_large", f"the {what} is {n} bytes, more than the {limit} byte limit (--max-id-bytes)"
+        )
 
 
 def _check_depth(parts: list[Part]) -> None:

@@ -62,6 +62,11 @@ class FormatConfig:
         "metadata.conversation_id",
     )
     max_record_bytes: int = 1_048_576
+    # Conversation ids, call ids and tool names outlive their events (idle conversations, closed
+    # ids, tagging counters) outside the held-bytes estimate: 600 conversations with 500 KB ids
+    # took 330 MB. Past this length a record is dead-lettered (too_large), so id memory is bounded
+    # by the id limits x this.
+    max_id_bytes: int = 1024
 
 
 DEFAULT_CONFIG: Final = FormatConfig()
