@@ -212,6 +212,9 @@ class Delivery:
         ages = [now - p.since for p in self._pending.values() if p.since is not None]
         return max(ages, default=0.0)
 
+    def unacked(self) -> int:
+        return sum(p.outstanding for p in self._pending.values())
+
     def refused(self) -> dict[TopicPartition, SidecarError]:
         """Partitions with a send the broker refused since their last commit, found as the answer
         arrives rather than at the next commit (which may be minutes away): they are rebuilt now."""

@@ -9,6 +9,8 @@ grows while nothing commits.
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 import time
 
 from aiokafka import AIOKafkaConsumer
@@ -58,6 +60,19 @@ class HealthMixin(SidecarState):
         if self._wall() * 1000 - newest > self.config.ready_timeout_s * 1000:
             return "not consuming"
         return None
+
+    def _watch_health(self) -> None:
+        """One line when readiness changes (broker unreachable, outputs not acknowledged, partitions
+        waiting to be rebuilt, and back), with the counts; silence while it stays the same."""
+        why = self.not_ready_because()
+        state = "ready" if why is None else re.sub(r"\d+(\.\d+)?", "N", why)
+        delivery = self._delivery
+        self.states_log.change(
+            "readiness", state, "ready" if why is None else f"not ready: {why}",
+            level=logging.INFO if why is None else logging.WARNING,
+            partitions=len(self.states), waiting=len(self._unopened),
+            unacknowledged=delivery.unacked() if delivery is not None else 0,
+        )  # fmt: skip
 
     def _metrics_page(self) -> Response:
         return 200, CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)

@@ -222,6 +222,7 @@ class PartitionsMixin(SidecarState):
         for tp in fresh:
             await self._delivery.open_partition(tp)  # exactly-once: fence the previous owner first
         committed = await committed_offsets(self._admin, cfg.group_id, fresh)
+        fresh = await self._refuse_rewound(consumer, fresh, committed)
         checkpoints = await self._store.latest(fresh)
         for tp in fresh:
             offset, metadata = committed[tp]
@@ -253,6 +254,44 @@ class PartitionsMixin(SidecarState):
             else:
                 how = "nothing to replay"
             log.info("partition %s opened at offset %s (%s)", tp_key(tp), offset, how)
+
+    async def _refuse_rewound(
+        self,
+        consumer: AIOKafkaConsumer,
+        tps: list[TopicPartition],
+        committed: dict[TopicPartition, tuple[int | None, str]],
+    ) -> list[TopicPartition]:
+        """A committed offset past the partition's log end means the input topic was deleted and
+        re-created (or truncated): its new records reuse offsets the old lineage already names, so
+        outputs would collide in audits and warehouse joins. Refused, said once, retried with the
+        partition's backoff, until an operator resets the group's offsets (documented in
+        docs/OPERATIONS.md); the other partitions go on."""
+        ends = await consumer.end_offsets(tps)
+        ok = []
+        for tp in tps:
+            offset, end = committed[tp][0], ends.get(tp)
+            if offset is not None and end is not None and offset > end:
+                backoff = self._partition_backoff.setdefault(
+                    tp, Backoff(self.config.backoff_initial_s, self.config.backoff_max_s)
+                )
+                self._hold_until[tp] = time.monotonic() + backoff.next()
+                self._unopened.add(tp)
+                await self._delivery_close(tp)
+                self.states_log.change(
+                    f"partition {tp_key(tp)}", "refused: rewound",
+                    f"committed offset {offset} is past the log end {end}: the topic was deleted and "
+                    f"re-created (or truncated); not consuming it until the group's offsets are reset "
+                    f"(kafka-consumer-groups.sh --reset-offsets --group {self.config.group_id} "
+                    f"--topic {tp.topic} --to-earliest --execute)",
+                    level=logging.ERROR, committed=offset, log_end=end,
+                )  # fmt: skip
+                continue
+            ok.append(tp)
+        return ok
+
+    async def _delivery_close(self, tp: TopicPartition) -> None:
+        if self._delivery is not None:
+            await self._delivery.close_partition(tp)
 
     async def _await_stable(
         self, tp: TopicPartition, cp: Checkpoint, offset: int | None, metadata: str

@@ -58,7 +58,11 @@ class SidecarState:
     refused: str | None
 
     async def _commit(
-        self, consumer: AIOKafkaConsumer, states: dict[TopicPartition, PartitionState], *, force: bool = False
+        self,
+        consumer: AIOKafkaConsumer,
+        states: dict[TopicPartition, PartitionState],
+        *,
+        force: bool = False,
     ) -> None:
         raise NotImplementedError
 

@@ -20,6 +20,7 @@ loop never exits on its own except on stop; one log line per state change says w
 Shutdown is bounded by --shutdown-timeout: what cannot be committed in time is named and left to
 replay.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -124,7 +125,8 @@ class Sidecar(HealthMixin, PartitionsMixin):
         self.sessions = 0  # sessions started (1 + reconnects), for tests and logs
         self.clean_exit = False
         self.refused: str | None = None  # why the last session refused to start (bad topic settings)
-        self.uncommitted: list[str] = []  # partitions a stop could not commit (said in the log too)
+        self.uncommitted: list[str] = []
+        self._commit_abandoned = False  # partitions a stop could not commit (said in the log too)
         with contextlib.suppress(ValueError):  # standard process_* metrics, once per registry
             ProcessCollector(registry=self.metrics.registry)
         self._publish_assignment()
@@ -296,6 +298,8 @@ class Sidecar(HealthMixin, PartitionsMixin):
             session_timeout_ms=cfg.session_timeout_ms,
             heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
+            # A deleted or re-created input topic is noticed within 30 s, not aiokafka's 300 s.
+            metadata_max_age_ms=30_000,
         )
         consumer.subscribe(list(self._origin), listener=Listener(self))
         await consumer.start()
@@ -467,7 +471,8 @@ class Sidecar(HealthMixin, PartitionsMixin):
                 if ticks.due(time.monotonic()):
                     await self._tick(consumer, wall_ms)
                 if commits is None or commits.due(time.monotonic()):
-                    await self._commit(consumer, self.states)
+                    await self._commit_unless_stopping(consumer)
+                self._watch_health()
                 self._update_gauges(consumer)
             fetch_backoff.reset()
         await self._shutdown(consumer)
@@ -507,7 +512,11 @@ class Sidecar(HealthMixin, PartitionsMixin):
             await self._send(tp, items, None)
 
     async def _commit(
-        self, consumer: AIOKafkaConsumer, states: dict[TopicPartition, PartitionState], *, force: bool = False
+        self,
+        consumer: AIOKafkaConsumer,
+        states: dict[TopicPartition, PartitionState],
+        *,
+        force: bool = False,
     ) -> None:
         """Commit every partition with something new (or all of `states` when forced)."""
         assert self._delivery is not None
@@ -548,12 +557,31 @@ class Sidecar(HealthMixin, PartitionsMixin):
                     await self._refresh_limits()
                 await self._reset(tp, err)
 
+    async def _commit_unless_stopping(self, consumer: AIOKafkaConsumer) -> None:
+        """The periodic commit, given up (not cancelled) when a stop is asked: with the broker gone
+        it waits a request timeout for the sends' answers, and the loop must notice the stop.
+        A commit given up this way is not tried again by the shutdown (it would wait the same)."""
+        task = asyncio.ensure_future(self._commit(consumer, self.states))
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if task.done():
+            task.result()
+            return
+        self._commit_abandoned = True
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # ends with the clients
+
     async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
         """SIGTERM path: finish, (optionally flush), make durable, commit; then leave the group. The
         commit gets the time left before --shutdown-timeout less what closing the clients needs:
         with the broker down it cannot succeed, and the process must still exit in time."""
         async with self._lock:
             dirty = sum(1 for st in self.states.values() if st.dirty)
+            if self._commit_abandoned:
+                self._abandon("the broker did not answer the last commit")
+                return
             try:
                 await asyncio.wait_for(self._flush_and_commit(consumer), self._remaining(reserve_s=2.0))
             except (TimeoutError, SidecarError, KafkaError, OSError, SessionEnded) as err:

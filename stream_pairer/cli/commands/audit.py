@@ -83,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         parser,
+        "--max-id-bytes",
+        type=positive_int,
+        default=DEFAULT_CONFIG.max_id_bytes,
+        help="the run's id length limit (records with longer ids are dead letters)",
+    )
+    add_option(
+        parser,
         "--audit-timeout",
         type=positive_float,
         default=300.0,
@@ -95,7 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fields = tuple(args.conversation_field) if args.conversation_field else DEFAULT_CONFIG.conversation_fields
-    config = FormatConfig(conversation_fields=fields, max_record_bytes=args.max_record_bytes)
+    config = FormatConfig(
+        conversation_fields=fields, max_record_bytes=args.max_record_bytes, max_id_bytes=args.max_id_bytes
+    )
     auditor = Auditor(config, exactly_once=args.exactly_once)
     started = time.monotonic()
     try:
