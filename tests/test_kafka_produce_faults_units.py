@@ -6,22 +6,28 @@ tests/integration/test_produce_side_faults.py; these pin the rules those runs de
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
 
 import orjson
 import pytest
+from aiokafka.structs import RecordMetadata
 from prometheus_client import generate_latest
 
-from stream_pairer.adapters.kafka.delivery import OutputTooLarge, fit_output
+from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
+from stream_pairer.adapters.kafka.clients import KafkaSettings
+from stream_pairer.adapters.kafka.delivery import AtLeastOnce, OutputTooLarge, _Pending, fit_output
 from stream_pairer.adapters.kafka.logs import JsonFormatter, RepeatFilter, StateLog, TextFormatter, log_level
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
 from stream_pairer.adapters.kafka.topics import check_template, render_template, verify_checkpoint_topics
 from stream_pairer.cli.app import main
 from stream_pairer.core.engine import Engine
+from stream_pairer.core.formats import FormatConfig
 from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.errors import ConfigError
+from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.partition import (
     H_BYTES,
     OutputTopics,
@@ -221,3 +227,47 @@ def test_the_sidecar_registry_has_the_standard_process_metrics() -> None:
         Sidecar(SidecarConfig("b:9092", ("in",), "g", http_port=None)).metrics.registry
     ).decode()
     assert "process_resident_memory_bytes" in text and "process_cpu_seconds_total" in text
+
+
+# ------------------------------------------------------------------ ids, acknowledgements
+
+
+def test_ids_longer_than_max_id_bytes_make_a_too_large_dead_letter() -> None:
+    pipeline = Pipeline(Engine(), FormatConfig(max_id_bytes=64))
+    ok = orjson.dumps({"conversation_id": "c" * 64, "type": "tool_call", "id": "a", "name": "f"})
+    assert [r["kind"] for r in pipeline.feed(ok, {"file": "f", "line": 1})] == []  # held: a call
+    for field, value in (("conversation_id", "c" * 65), ("id", "é" * 33), ("name", "n" * 100)):
+        body = {"conversation_id": "c", "type": "tool_call", "id": "a", "name": "f", field: value}
+        (rec,) = pipeline.feed(orjson.dumps(body), {"file": "f", "line": 2})
+        assert rec["kind"] == "dead_letter" and rec["reason"] == "too_large", rec
+        assert "--max-id-bytes" in rec["detail"]
+
+
+async def test_pending_outputs_track_acknowledgement_refusal_and_recreated_topics() -> None:
+    loop = asyncio.get_running_loop()
+    acked: list[Any] = []
+    errors: list[BaseException] = []
+    pending = _Pending(on_error=errors.append, on_ack=acked.append)
+    futs = [loop.create_future() for _ in range(3)]
+    for f in futs:
+        pending.add(f)
+    assert pending.outstanding == 3 and pending.since is not None
+    futs[0].set_result("m0")
+    futs[1].set_exception(RuntimeError("refused"))
+    await asyncio.sleep(0)
+    assert pending.outstanding == 1 and acked == ["m0"] and isinstance(pending.error, RuntimeError)
+    futs[2].set_result("m2")
+    await asyncio.sleep(0)
+    assert pending.outstanding == 0 and pending.since is None and len(errors) == 1
+
+    settings = KafkaSettings("127.0.0.1:9")
+    d = AtLeastOnce(settings, "g", CheckpointStore(settings, "g", "{topic}.c"), Metrics())
+
+    def meta(offset: int) -> RecordMetadata:
+        return RecordMetadata("out", 0, None, offset, -1, -1, 0)
+
+    for offset in (5, 6, 9):
+        d._acked(meta(offset))
+    assert d.recreated == set()
+    d._acked(meta(0))  # the topic's offsets started again: it was deleted and re-created
+    assert d.recreated == {"out"}

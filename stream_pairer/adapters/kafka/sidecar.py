@@ -70,6 +70,14 @@ from stream_pairer.stream.partition import Emitted, PartitionState
 
 __all__ = ["Sidecar", "SidecarConfig", "partition_tagger"]
 
+
+def _cancelling() -> bool:
+    """True when the current task itself is being cancelled (not a CancelledError bubbling up
+    from a client's internal task)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 
 
@@ -172,6 +180,10 @@ class Sidecar(HealthMixin, PartitionsMixin):
                 with contextlib.suppress(BaseException):
                     await asyncio.wait_for(task, 0.4)
                 self.clean_exit = True
+            except asyncio.CancelledError:
+                if _cancelling():
+                    raise
+                self.clean_exit = True  # the loop ended by a client's stray cancellation, after its work
             except Exception:
                 done = False
         if self._http is not None:
@@ -423,8 +435,12 @@ class Sidecar(HealthMixin, PartitionsMixin):
             if closer is not None:
                 try:
                     await asyncio.wait_for(closer(), min(10.0, self._remaining(0.3)))
-                except Exception as err:
-                    log.debug("closing a Kafka client failed: %s", err)
+                except (Exception, asyncio.CancelledError) as err:
+                    # A client's stop can re-raise the cancellation of its own internal tasks
+                    # (aiokafka's sender, with the broker gone): that is not ours to propagate.
+                    if _cancelling():
+                        raise
+                    log.debug("closing a Kafka client failed: %s", type(err).__name__)
 
     # ================================================================== the loop
 
@@ -584,7 +600,16 @@ class Sidecar(HealthMixin, PartitionsMixin):
                 return
             try:
                 await asyncio.wait_for(self._flush_and_commit(consumer), self._remaining(reserve_s=2.0))
-            except (TimeoutError, SidecarError, KafkaError, OSError, SessionEnded) as err:
+            except (
+                TimeoutError,
+                SidecarError,
+                KafkaError,
+                OSError,
+                SessionEnded,
+                asyncio.CancelledError,
+            ) as err:
+                if isinstance(err, asyncio.CancelledError) and _cancelling():
+                    raise
                 self._abandon(f"the final commit did not complete ({type(err).__name__}: {err})")
                 return
             left = [tp_key(tp) for tp, st in self.states.items() if st.dirty]
