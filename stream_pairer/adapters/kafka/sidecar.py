@@ -27,8 +27,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -134,7 +135,8 @@ class Sidecar(HealthMixin, PartitionsMixin):
         self.clean_exit = False
         self.refused: str | None = None  # why the last session refused to start (bad topic settings)
         self.uncommitted: list[str] = []
-        self._commit_abandoned = False  # partitions a stop could not commit (said in the log too)
+        self._commit_abandoned = False
+        self._said_abandoned = False  # partitions a stop could not commit (said in the log too)
         with contextlib.suppress(ValueError):  # standard process_* metrics, once per registry
             ProcessCollector(registry=self.metrics.registry)
         self._publish_assignment()
@@ -201,6 +203,9 @@ class Sidecar(HealthMixin, PartitionsMixin):
         """Say which partitions a stop leaves uncommitted (their outputs since the last commit are
         replayed by the next owner: at-least-once duplicates, or nothing in exactly-once)."""
         pending = sorted(tp_key(tp) for tp, st in self.states.items() if st.dirty)
+        if self._said_abandoned and not pending:
+            return  # already said (the clients' close is what ran late)
+        self._said_abandoned = True
         self.uncommitted = pending
         if pending:
             log.warning(
@@ -426,21 +431,30 @@ class Sidecar(HealthMixin, PartitionsMixin):
                 rekeyer.cancel()  # a failed session; on a graceful stop it finishes its batch and commits
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(rekeyer, min(15.0, self._remaining(0.5)))
-        for closer in (
-            consumer.stop if consumer else None,
-            delivery.stop if delivery else None,
-            store.stop if store else None,
-            admin.close if admin else None,
-        ):
-            if closer is not None:
-                try:
-                    await asyncio.wait_for(closer(), min(10.0, self._remaining(0.3)))
-                except (Exception, asyncio.CancelledError) as err:
-                    # A client's stop can re-raise the cancellation of its own internal tasks
-                    # (aiokafka's sender, with the broker gone): that is not ours to propagate.
-                    if _cancelling():
-                        raise
-                    log.debug("closing a Kafka client failed: %s", type(err).__name__)
+        closers = [
+            c
+            for c in (
+                consumer.stop if consumer else None,
+                delivery.stop if delivery else None,
+                store.stop if store else None,
+                admin.close if admin else None,
+            )
+            if c is not None
+        ]
+        # Together, not one after the other: with the broker gone each waits its own timeout, and
+        # a stop must end within --shutdown-timeout.
+        budget = min(10.0, self._remaining(0.6))
+        await asyncio.gather(*(self._close_one(c, budget) for c in closers))
+
+    async def _close_one(self, closer: Callable[[], Coroutine[Any, Any, Any]], budget: float) -> None:
+        try:
+            await asyncio.wait_for(closer(), budget)
+        except (Exception, asyncio.CancelledError) as err:
+            # A client's stop can re-raise the cancellation of its own internal tasks (aiokafka's
+            # sender, with the broker gone): that is not ours to propagate.
+            if _cancelling():
+                raise
+            log.debug("closing a Kafka client failed: %s", type(err).__name__)
 
     # ================================================================== the loop
 
