@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
+from stream_pairer.adapters.kafka.clients import KafkaSettings
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.logs import StateLog
 from stream_pairer.ops.metrics import Metrics
@@ -23,6 +24,13 @@ from stream_pairer.stream.partition import Emitted, PartitionState
 
 if TYPE_CHECKING:
     from stream_pairer.adapters.kafka.config import SidecarConfig
+
+
+def cancelling() -> bool:
+    """True when the current task itself is being cancelled (not a CancelledError bubbling up
+    from a client's internal task)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class SessionEnded(Exception):
@@ -56,6 +64,14 @@ class SidecarState:
     _last_loop_s: float
     _connected: bool
     refused: str | None
+    settings: KafkaSettings
+    _rekeyer: asyncio.Task[None] | None
+    _rekey_backoff: Backoff
+    _output_topics: list[str]
+    _stop_deadline: float | None
+    _commit_abandoned: bool
+    _said_abandoned: bool
+    uncommitted: list[str]
 
     async def _commit(
         self,

@@ -27,9 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -40,27 +38,22 @@ from prometheus_client import ProcessCollector
 
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import (
-    MAX_BATCH_BYTES,
-    RECORD_OVERHEAD_BYTES,
     KafkaSettings,
     make_admin,
     make_consumer,
     tp_key,
 )
 from stream_pairer.adapters.kafka.config import SidecarConfig, partition_tagger
-from stream_pairer.adapters.kafka.delivery import AtLeastOnce, Backoff, Delivery, ExactlyOnce, OutputTooLarge
+from stream_pairer.adapters.kafka.delivery import Backoff, Delivery, OutputTooLarge
 from stream_pairer.adapters.kafka.health import HealthMixin
 from stream_pairer.adapters.kafka.logs import StateLog
 from stream_pairer.adapters.kafka.partitions import Listener, PartitionsMixin
-from stream_pairer.adapters.kafka.rekeyer import Rekeyer
-from stream_pairer.adapters.kafka.shared import SessionEnded
+from stream_pairer.adapters.kafka.setup import SetupMixin
+from stream_pairer.adapters.kafka.shared import SessionEnded, cancelling
+from stream_pairer.adapters.kafka.shutdown import ShutdownMixin
 from stream_pairer.adapters.kafka.topics import (
-    TopicSpec,
     ensure_topics,
-    max_message_bytes,
-    topic_configs,
     topic_partitions,
-    verify_checkpoint_topics,
 )
 from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError, classify
 from stream_pairer.ops.http import HttpServer
@@ -71,18 +64,10 @@ from stream_pairer.stream.partition import Emitted, PartitionState
 
 __all__ = ["Sidecar", "SidecarConfig", "partition_tagger"]
 
-
-def _cancelling() -> bool:
-    """True when the current task itself is being cancelled (not a CancelledError bubbling up
-    from a client's internal task)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 
 
-class Sidecar(HealthMixin, PartitionsMixin):
+class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
     """The streaming service, usable in-process (`await start()` / `await stop()`, both idempotent)
     and from `stream-pairer run`."""
 
@@ -183,7 +168,7 @@ class Sidecar(HealthMixin, PartitionsMixin):
                     await asyncio.wait_for(task, 0.4)
                 self.clean_exit = True
             except asyncio.CancelledError:
-                if _cancelling():
+                if cancelling():
                     raise
                 self.clean_exit = True  # the loop ended by a client's stray cancellation, after its work
             except Exception:
@@ -192,29 +177,6 @@ class Sidecar(HealthMixin, PartitionsMixin):
             await self._http.stop()
             self._http = None
         return done and self.clean_exit
-
-    def _remaining(self, reserve_s: float = 0.0) -> float:
-        """Seconds left before the stop deadline (less `reserve_s`), or a request timeout if not stopping."""
-        if self._stop_deadline is None:
-            return self.config.request_timeout_ms / 1000
-        return max(0.05, self._stop_deadline - time.monotonic() - reserve_s)
-
-    def _abandon(self, why: str) -> None:
-        """Say which partitions a stop leaves uncommitted (their outputs since the last commit are
-        replayed by the next owner: at-least-once duplicates, or nothing in exactly-once)."""
-        pending = sorted(tp_key(tp) for tp, st in self.states.items() if st.dirty)
-        if self._said_abandoned and not pending:
-            return  # already said (the clients' close is what ran late)
-        self._said_abandoned = True
-        self.uncommitted = pending
-        if pending:
-            log.warning(
-                "stopping: %s; %d partition(s) not committed (replayed from their last commit by the "
-                "next owner): %s", why, len(pending), ", ".join(pending),
-                extra={"fields": {"uncommitted": len(pending)}},
-            )  # fmt: skip
-        else:
-            log.info("stopping: %s; nothing was left to commit", why)
 
     async def wait(self) -> None:
         if self._task is not None:
@@ -333,128 +295,6 @@ class Sidecar(HealthMixin, PartitionsMixin):
             session=self.sessions, attempts=self._session_backoff.attempt,
         )  # fmt: skip
         await self._loop(consumer)
-
-    def _topic_specs(self, counts: dict[str, int], store: CheckpointStore) -> list[TopicSpec]:
-        cfg = self.config
-        specs = []
-        # The re-keyed copy takes every record the formats can read whole (--max-record-bytes).
-        internal = {"max.message.bytes": str(max(cfg.formats.max_record_bytes + 64 * 1024, 1_048_588))}
-        for topic, n in counts.items():
-            consumed = cfg.consumed_topic(topic)
-            if consumed != topic:
-                specs.append(TopicSpec(consumed, n, configs=internal))
-            specs += [TopicSpec(name, n) for name in cfg.outputs(topic).all()]
-            specs.append(TopicSpec(store.topic_for(consumed), n, compacted=True))
-        return specs
-
-    async def _check_topics(self, admin: AIOKafkaAdminClient, specs: list[TopicSpec]) -> dict[str, int]:
-        """Verify the checkpoint topics (refuse wrong settings) and return every topic's
-        `max.message.bytes`, which outputs are fitted under."""
-        configs = await topic_configs(admin, [s.name for s in specs])
-        verify_checkpoint_topics(configs, [s.name for s in specs if s.compacted])
-        sizes = {s.name: max_message_bytes(configs.get(s.name, {})) for s in specs if not s.compacted}
-        self._output_topics = [s.name for s in specs if not s.compacted]
-        small = {t: n for t, n in sizes.items() if n - RECORD_OVERHEAD_BYTES < self.config.max_output_bytes}
-        if small:
-            log.info(
-                "output records are fitted under these topics' max.message.bytes: %s",
-                ", ".join(f"{t}={n}" for t, n in sorted(small.items())),
-            )
-        return sizes
-
-    def _make_delivery(self, store: CheckpointStore, sizes: dict[str, int]) -> Delivery:
-        cfg = self.config
-        # A producer batch must fit the smallest destination's max.message.bytes: the broker checks
-        # the whole batch against it, not each record.
-        batch = min([MAX_BATCH_BYTES, *(n - RECORD_OVERHEAD_BYTES for n in sizes.values())])
-        settings = replace(self.settings, max_batch_bytes=max(batch, 16 * 1024))
-        delivery: Delivery
-        if cfg.exactly_once:
-            delivery = ExactlyOnce(settings, cfg.group_id, store, self.metrics, cfg.transactional_id_prefix)
-        else:
-            delivery = AtLeastOnce(settings, cfg.group_id, store, self.metrics)
-        delivery.set_limits(sizes)
-        self._delivery = delivery
-        return delivery
-
-    def _start_rekeyer(self, sizes: dict[str, int]) -> None:
-        cfg = self.config
-        rekeyer = Rekeyer(
-            self.settings,
-            f"{cfg.group_id}.repartition",
-            {t: cfg.consumed_topic(t) for t in cfg.input_topics},
-            cfg.formats,
-            exactly_once=cfg.exactly_once,
-            transactional_id_prefix=cfg.transactional_id_prefix,
-            max_records=cfg.max_records,
-            poll_timeout_s=cfg.poll_timeout_s,
-            auto_offset_reset=cfg.auto_offset_reset,
-            isolation_level=cfg.isolation_level,
-            max_message_bytes={t: n for t, n in sizes.items() if t in self._origin},
-            backoff=self._rekey_backoff,
-        )
-        self._rekeyer = asyncio.create_task(rekeyer.run(self._stopping), name="stream-pairer-repartition")
-
-    async def _refresh_limits(self) -> None:
-        """After a size refusal: read the output topics' limits again (someone lowered one)."""
-        if self._admin is None or self._delivery is None:
-            return
-        try:
-            configs = await topic_configs(self._admin, self._output_topics)
-        except Exception as err:
-            log.warning("re-reading the output topics' max.message.bytes failed: %s", err)
-            return
-        self._delivery.set_limits({t: max_message_bytes(c) for t, c in configs.items()})
-
-    async def _close_session(self) -> None:
-        """Release every client; unflushed state is dropped (it is rebuilt by replay)."""
-        for tp, st in list(self.states.items()):
-            st.discard()
-            self.metrics.forget_partition(tp.topic, tp.partition)
-        for st, _ in self._parked.values():
-            st.discard()
-        self.states.clear()
-        self._parked.clear()
-        self._unopened.clear()
-        self._last_commit.clear()
-        self._committed.clear()
-        self._start_position.clear()  # a new consumer applies --auto-offset-reset itself
-        self._hold_until.clear()
-        self._publish_assignment()
-        consumer, self._consumer = self._consumer, None
-        delivery, self._delivery = self._delivery, None
-        store, self._store = self._store, None
-        admin, self._admin = self._admin, None
-        rekeyer, self._rekeyer = self._rekeyer, None
-        if rekeyer is not None:
-            if not rekeyer.done() and not self._stopping.is_set():
-                rekeyer.cancel()  # a failed session; on a graceful stop it finishes its batch and commits
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(rekeyer, min(15.0, self._remaining(0.5)))
-        closers = [
-            c
-            for c in (
-                consumer.stop if consumer else None,
-                delivery.stop if delivery else None,
-                store.stop if store else None,
-                admin.close if admin else None,
-            )
-            if c is not None
-        ]
-        # Together, not one after the other: with the broker gone each waits its own timeout, and
-        # a stop must end within --shutdown-timeout.
-        budget = min(10.0, self._remaining(0.6))
-        await asyncio.gather(*(self._close_one(c, budget) for c in closers))
-
-    async def _close_one(self, closer: Callable[[], Coroutine[Any, Any, Any]], budget: float) -> None:
-        try:
-            await asyncio.wait_for(closer(), budget)
-        except (Exception, asyncio.CancelledError) as err:
-            # A client's stop can re-raise the cancellation of its own internal tasks (aiokafka's
-            # sender, with the broker gone): that is not ours to propagate.
-            if _cancelling():
-                raise
-            log.debug("closing a Kafka client failed: %s", type(err).__name__)
 
     # ================================================================== the loop
 
@@ -586,55 +426,3 @@ class Sidecar(HealthMixin, PartitionsMixin):
                 if isinstance(err, OutputTooLarge):
                     await self._refresh_limits()
                 await self._reset(tp, err)
-
-    async def _commit_unless_stopping(self, consumer: AIOKafkaConsumer) -> None:
-        """The periodic commit, given up (not cancelled) when a stop is asked: with the broker gone
-        it waits a request timeout for the sends' answers, and the loop must notice the stop.
-        A commit given up this way is not tried again by the shutdown (it would wait the same)."""
-        task = asyncio.ensure_future(self._commit(consumer, self.states))
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if task.done():
-            task.result()
-            return
-        self._commit_abandoned = True
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # ends with the clients
-
-    async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
-        """SIGTERM path: finish, (optionally flush), make durable, commit; then leave the group. The
-        commit gets the time left before --shutdown-timeout less what closing the clients needs:
-        with the broker down it cannot succeed, and the process must still exit in time."""
-        async with self._lock:
-            dirty = sum(1 for st in self.states.values() if st.dirty)
-            if self._commit_abandoned:
-                self._abandon("the broker did not answer the last commit")
-                return
-            try:
-                await asyncio.wait_for(self._flush_and_commit(consumer), self._remaining(reserve_s=2.0))
-            except (
-                TimeoutError,
-                SidecarError,
-                KafkaError,
-                OSError,
-                SessionEnded,
-                asyncio.CancelledError,
-            ) as err:
-                if isinstance(err, asyncio.CancelledError) and _cancelling():
-                    raise
-                self._abandon(f"the final commit did not complete ({type(err).__name__}: {err})")
-                return
-            left = [tp_key(tp) for tp, st in self.states.items() if st.dirty]
-            if left:
-                self._abandon("the final commit failed for some partitions")
-                return
-            flushed = " (held events flushed as orphans)" if self.config.flush_on_shutdown else ""
-            log.info("stopping: %d of %d partition(s) had work to commit%s", dirty, len(self.states), flushed)
-
-    async def _flush_and_commit(self, consumer: AIOKafkaConsumer) -> None:
-        if self.config.flush_on_shutdown:
-            for tp, st in list(self.states.items()):
-                await self._send(tp, st.flush("shutdown"), None)
-        await self._commit(consumer, self.states)
