@@ -222,8 +222,8 @@ class PartitionsMixin(SidecarState):
         for tp in fresh:
             await self._delivery.open_partition(tp)  # exactly-once: fence the previous owner first
         committed = await committed_offsets(self._admin, cfg.group_id, fresh)
-        fresh = await self._refuse_rewound(consumer, fresh, committed)
         checkpoints = await self._store.latest(fresh)
+        fresh = await self._refuse_rewound(consumer, fresh, committed, checkpoints)
         for tp in fresh:
             offset, metadata = committed[tp]
             cp = checkpoints[tp]
@@ -260,16 +260,21 @@ class PartitionsMixin(SidecarState):
         consumer: AIOKafkaConsumer,
         tps: list[TopicPartition],
         committed: dict[TopicPartition, tuple[int | None, str]],
+        checkpoints: dict[TopicPartition, Checkpoint | None],
     ) -> list[TopicPartition]:
         """A committed offset past the partition's log end means the input topic was deleted and
         re-created (or truncated): its new records reuse offsets the old lineage already names, so
-        outputs would collide in audits and warehouse joins. Refused, said once, retried with the
-        partition's backoff, until an operator resets the group's offsets (documented in
-        docs/OPERATIONS.md); the other partitions go on."""
+        outputs would collide in audits and warehouse joins. Kafka drops a deleted topic's group
+        offsets, so the sign is also "no commit, but our last checkpoint was committed past the log
+        end". Refused, said once, retried with the partition's backoff, until an operator resets
+        the group's offsets (docs/OPERATIONS.md); the other partitions go on."""
         ends = await consumer.end_offsets(tps)
         ok = []
         for tp in tps:
             offset, end = committed[tp][0], ends.get(tp)
+            cp = checkpoints.get(tp)
+            if offset is None and cp is not None:
+                offset = cp.committed  # the incarnation our checkpoint was taken on
             if offset is not None and end is not None and offset > end:
                 backoff = self._partition_backoff.setdefault(
                     tp, Backoff(self.config.backoff_initial_s, self.config.backoff_max_s)

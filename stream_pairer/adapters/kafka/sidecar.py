@@ -106,6 +106,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         self._stopping = asyncio.Event()
         self._stop_deadline: float | None = None
         self._task: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self._http: HttpServer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
@@ -145,6 +146,23 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
             port = await self._http.start()
             log.info("HTTP /metrics /healthz /readyz on %s:%d", self.config.http_host, port)
         self._task = asyncio.create_task(self._run(), name="stream-pairer-sidecar")
+        self._watcher = asyncio.create_task(self._watch(), name="stream-pairer-health")
+
+    async def _watch(self) -> None:
+        """Readiness state lines from a task of their own: the loop itself can be stuck in a
+        broker call for a request timeout exactly when the state changes."""
+        while not self._stopping.is_set():
+            if self._connected:
+                self._watch_health()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), 1.0)
+
+    async def _stop_watcher(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(BaseException):
+                await watcher
 
     async def stop(self, timeout_s: float | None = None) -> bool:
         """Stop fetching, finish the batch, make outputs durable, commit, leave the group, all within
@@ -173,6 +191,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                 self.clean_exit = True  # the loop ended by a client's stray cancellation, after its work
             except Exception:
                 done = False
+        await self._stop_watcher()
         if self._http is not None:
             await self._http.stop()
             self._http = None
@@ -190,6 +209,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        await self._stop_watcher()
         if self._http is not None:
             await self._http.stop()
             self._http = None
@@ -342,7 +362,6 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                     await self._tick(consumer, wall_ms)
                 if commits is None or commits.due(time.monotonic()):
                     await self._commit_unless_stopping(consumer)
-                self._watch_health()
                 self._update_gauges(consumer)
             fetch_backoff.reset()
         await self._shutdown(consumer)
