@@ -54,7 +54,8 @@ import kafka_broker  # noqa: E402 - path set just above
 from kafka_broker import KafkaBroker, KafkaCluster, free_ports  # noqa: E402
 
 from stream_pairer.analysis.audit import Auditor, AuditReport, render  # noqa: E402
-from stream_pairer.cli.commands.audit import AuditReadError, audit_topics  # noqa: E402
+from stream_pairer.cli.commands.audit import audit_topics  # noqa: E402
+from stream_pairer.errors import AuditReadError  # noqa: E402
 
 # Trial timings. Calls that never get a result are emitted after CALL_TIMEOUT_S of stream time,
 # so a trial is complete a few seconds after its input stops.
@@ -1139,7 +1140,7 @@ async def trial_checkpoint_topic_wrong(ctx: Context, rng: random.Random, kind: s
     report = await settle(bootstrap, topic, False, check=side.check)
     side.stop()
     lines = sum("checkpoint topic settings are wrong" in line for line in _log_text(side).splitlines())
-    ok = refused and readyz.startswith("503") and "refused" in readyz
+    ok = refused and readyz.startswith("503") and "checkpoint topic settings are wrong" in readyz
     note = f"refused ({lines} log line(s)), /readyz said {readyz!r}; consumed after the fix"
     return _result(kind, report, [side], started, note=note, exactly_once=False, extra_ok=ok)
 

@@ -36,6 +36,8 @@ class KafkaSettings:
     # topic's limit at session start (see Delivery.fit_limits).
     max_batch_bytes: int = MAX_BATCH_BYTES
     extra: dict[str, Any] = field(default_factory=dict)  # passed to every client (security options)
+    consumer_extra: dict[str, Any] = field(default_factory=dict)  # --consumer-config (security.py)
+    producer_extra: dict[str, Any] = field(default_factory=dict)  # --producer-config (security.py)
 
     def common(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ def make_producer(settings: KafkaSettings, transactional_id: str | None = None) 
         max_batch_size=min(settings.max_batch_bytes, max_request_size),
         max_request_size=max_request_size,
         **settings.common(),
+        **settings.producer_extra,
     )
 
 
@@ -68,7 +71,11 @@ def make_admin(settings: KafkaSettings) -> AIOKafkaAdminClient:
 def make_consumer(settings: KafkaSettings, suffix: str, **kw: Any) -> AIOKafkaConsumer:
     """A consumer that never commits by itself (every commit follows the delivery rules)."""
     return AIOKafkaConsumer(
-        client_id=f"{settings.client_id}-{suffix}", enable_auto_commit=False, **kw, **settings.common()
+        client_id=f"{settings.client_id}-{suffix}",
+        enable_auto_commit=False,
+        **kw,
+        **settings.common(),
+        **settings.consumer_extra,
     )
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from stream_pairer.adapters.kafka.topics import check_template, render_template
 from stream_pairer.core.engine import EngineConfig, Tagger
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
-from stream_pairer.stream.partition import OutputTopics
+from stream_pairer.stream.partition import DEAD_LETTER_TOPIC, ORPHANS_TOPIC, PAIRS_TOPIC, OutputTopics
 
 
 def partition_tagger(tagger: Tagger | None) -> Tagger | None:
@@ -24,9 +25,9 @@ class SidecarConfig:
     input_topics: tuple[str, ...]
     group_id: str
     exactly_once: bool = False
-    pairs_topic: str = "{topic}.pairs"
-    orphans_topic: str = "{topic}.orphans"
-    dead_letter_topic: str = "{topic}.dead-letter"
+    pairs_topic: str = PAIRS_TOPIC
+    orphans_topic: str = ORPHANS_TOPIC
+    dead_letter_topic: str = DEAD_LETTER_TOPIC
     checkpoint_topic: str = "{topic}.pairer-checkpoints"
     create_topics: bool = True
     replication_factor: int = 1
@@ -55,6 +56,7 @@ class SidecarConfig:
     checkpoint_match_wait_s: float = 5.0
     repartition: bool = False
     repartition_topic: str = "{topic}.by-conversation"
+    security: KafkaSecurity = PLAINTEXT  # TLS/SASL and client pass-through (security.py)
 
     def __post_init__(self) -> None:
         if not self.input_topics:

@@ -37,7 +37,8 @@ from aiokafka.structs import OffsetAndMetadata
 
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import RECORD_OVERHEAD_BYTES, KafkaSettings, make_producer, tp_key
-from stream_pairer.errors import CommitFailed, SidecarError, classify
+from stream_pairer.adapters.kafka.errors import classify
+from stream_pairer.errors import CommitFailed, SidecarError
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import Emitted

@@ -41,7 +41,7 @@ class HealthMixin(SidecarState):
         outputs acknowledged (a sidecar stuck retrying its sends is not ready, whatever it fetches)."""
         consumer = self._consumer
         if not self._connected or consumer is None:
-            return f"refused: {self.refused}" if self.refused else "not connected"
+            return f"not connected ({self.last_error})" if self.last_error else "not connected"
         if not self.states or self._unopened:
             held = len(self._hold_until)
             return (

@@ -18,11 +18,12 @@ from aiokafka.abc import ConsumerRebalanceListener
 from stream_pairer.adapters.kafka.clients import tp_key
 from stream_pairer.adapters.kafka.config import partition_tagger
 from stream_pairer.adapters.kafka.delivery import Backoff, OutputTooLarge
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState
 from stream_pairer.adapters.kafka.topics import committed_offsets
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.errors import Fenced, SidecarError, classify
+from stream_pairer.errors import Fenced, SidecarError
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import PartitionState
 
@@ -236,10 +237,12 @@ class PartitionsMixin(SidecarState):
                     tp_key(tp), cp.committed, offset,
                 )  # fmt: skip
                 cp = None
-            pipeline = Pipeline(Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats)
+            pipeline = Pipeline(
+                Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats, observer=self.metrics
+            )
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
-                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000, metrics=self.metrics,
+                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,
                 lineage_headers=cfg.repartition,
             )  # fmt: skip
             if cp is not None:

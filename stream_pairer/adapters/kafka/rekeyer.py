@@ -42,10 +42,11 @@ from stream_pairer.adapters.kafka.clients import (
     tp_key,
 )
 from stream_pairer.adapters.kafka.delivery import SIZE_ERRORS, Backoff
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.core.formats import FormatConfig
 from stream_pairer.core.formats.common import conversation_id
 from stream_pairer.core.model import MAX_DEAD_LETTER_RAW_BYTES, FormatError
-from stream_pairer.errors import Fenced, SidecarError, classify
+from stream_pairer.errors import Fenced, SidecarError
 from stream_pairer.stream.partition import H_BYTES, lineage_headers
 
 log = logging.getLogger("stream_pairer.adapters.kafka.rekeyer")

@@ -64,6 +64,7 @@ class SidecarState:
     _last_loop_s: float
     _connected: bool
     refused: str | None
+    last_error: str
     settings: KafkaSettings
     _rekeyer: asyncio.Task[None] | None
     _rekey_backoff: Backoff

@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaError
 
 from stream_pairer.adapters.kafka.clients import tp_key
 from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState, cancelling
+from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import SidecarError
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
@@ -95,7 +96,7 @@ class ShutdownMixin(SidecarState):
     async def _flush_and_commit(self, consumer: AIOKafkaConsumer) -> None:
         if self.config.flush_on_shutdown:
             for tp, st in list(self.states.items()):
-                await self._send(tp, st.flush("shutdown"), None)
+                await self._send(tp, st.flush(OrphanReason.SHUTDOWN.value), None)
         await self._commit(consumer, self.states)
 
     async def _close_session(self) -> None:

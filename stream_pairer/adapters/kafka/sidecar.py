@@ -28,6 +28,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -45,9 +46,11 @@ from stream_pairer.adapters.kafka.clients import (
 )
 from stream_pairer.adapters.kafka.config import SidecarConfig, partition_tagger
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery, OutputTooLarge
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.health import HealthMixin
 from stream_pairer.adapters.kafka.logs import StateLog
 from stream_pairer.adapters.kafka.partitions import Listener, PartitionsMixin
+from stream_pairer.adapters.kafka.security import probe
 from stream_pairer.adapters.kafka.setup import SetupMixin
 from stream_pairer.adapters.kafka.shared import SessionEnded, cancelling
 from stream_pairer.adapters.kafka.shutdown import ShutdownMixin
@@ -55,7 +58,7 @@ from stream_pairer.adapters.kafka.topics import (
     ensure_topics,
     topic_partitions,
 )
-from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError, classify
+from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token
@@ -82,7 +85,12 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
             client_id=config.client_id,
             request_timeout_ms=config.request_timeout_ms,
             max_output_bytes=config.max_output_bytes,
+            # Security (issue 14): one ssl context and the SASL settings shared by every client.
+            extra=config.security.client_kwargs(),
+            consumer_extra=dict(config.security.consumer_config),
+            producer_extra=dict(config.security.producer_config),
         )
+        self.last_error = ""  # why the last session ended (for /readyz), never a secret
         self.states: dict[TopicPartition, PartitionState] = {}
         self._parked: dict[TopicPartition, tuple[PartitionState, Checkpoint | None]] = {}
         self._last_commit: dict[TopicPartition, Checkpoint] = {}
@@ -201,19 +209,6 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         if self._task is not None:
             await asyncio.shield(self._task)
 
-    async def abort(self) -> None:
-        """Die without committing anything (a crash, for tests): clients are closed, nothing flushed."""
-        self._stopping.set()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        await self._stop_watcher()
-        if self._http is not None:
-            await self._http.stop()
-            self._http = None
-
     # ================================================================== sessions
 
     async def _run(self) -> None:
@@ -249,6 +244,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         """One state line when the broker becomes unreachable (or the config is refused); the
         retries after it are DEBUG, with the attempt count in the next state line."""
         fields = {"session": self.sessions, "attempt": attempt, "retry_in_s": round(delay, 1)}
+        self.last_error = f"{type(error).__name__}: {error}"
         if isinstance(error, ConfigError):
             state, level = "refused", logging.ERROR
         elif isinstance(error, BrokerUnavailable):
@@ -269,6 +265,9 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
 
     async def _session(self) -> None:
         cfg = self.config
+        security = cfg.security.reloaded()  # a rotated password file is read again (security.py)
+        self.settings = replace(self.settings, extra=security.client_kwargs())
+        await probe(cfg.bootstrap_servers, security)  # names a TLS/SASL cause (security.py)
         admin = self._admin = make_admin(self.settings)
         await admin.start()
         counts = await topic_partitions(admin, cfg.input_topics)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from stream_pairer.adapters.files import InputError, OutputWriter, read_lines
+from stream_pairer.adapters.files import OutputWriter, check_inputs, check_output_dir, read_lines
 from stream_pairer.cli.options import (
     add_engine_arguments,
     engine_config_from_args,
@@ -17,6 +17,8 @@ from stream_pairer.cli.options import (
 )
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline, Summary
+from stream_pairer.core.vocab import OrphanReason
+from stream_pairer.errors import InputError, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -46,10 +48,16 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
+    try:
+        check_output_dir(args.out, args.inputs)
+        check_inputs(args.inputs)  # all of them, before anything is written
+    except InputError as err:
+        print(f"stream-pairer pair: {err}", file=sys.stderr)
+        return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
     try:
-        with OutputWriter(args.out) as writer:
+        with OutputWriter(args.out, args.inputs) as writer:
             for name in args.inputs:
                 source_name = "<stdin>" if name == "-" else name
                 for lineno, line in read_lines(name):
@@ -57,10 +65,12 @@ def run(args: argparse.Namespace) -> int:
                     progress.tick(pipeline.summary)
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
-            writer.write(pipeline.flush("end_of_input", result_reason="no_call"))
+            writer.write(
+                pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
+            )
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(err, OutputRefused) else 1
     progress.done()
     elapsed = time.monotonic() - started
     if args.summary_json is not None:

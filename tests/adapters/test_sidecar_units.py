@@ -12,18 +12,19 @@ from aiokafka import errors as ak
 from prometheus_client import CollectorRegistry
 
 from stream_pairer.adapters.kafka.delivery import Backoff, encode_output
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig, partition_tagger
 from stream_pairer.cli.app import build_parser
 from stream_pairer.cli.commands.run import config_from_args
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.errors import (
+    AuthorizationFailed,
     BrokerUnavailable,
     CommitFailed,
     DeliveryFailed,
     Fenced,
     SidecarError,
-    classify,
 )
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics
@@ -38,7 +39,7 @@ from stream_pairer.ops.metrics import Metrics
         (ak.CommitFailedError("rebalanced"), "commit offsets", CommitFailed, True),
         (ak.MessageSizeTooLargeError(), "deliver t[0]", DeliveryFailed, True),
         (ak.NotLeaderForPartitionError(), "open partitions", BrokerUnavailable, True),
-        (ak.TopicAuthorizationFailedError(), "open partitions", SidecarError, False),
+        (ak.TopicAuthorizationFailedError(), "open partitions", AuthorizationFailed, False),
         (ConnectionRefusedError(), "session", BrokerUnavailable, True),
     ],
 )
