@@ -93,6 +93,17 @@ class DeliveryFailed(SidecarError):
     retriable = True
 
 
+class OutputTooLarge(SidecarError):
+    """The broker refused an output as too large for its topic: the topic's limit changed since it
+    was read (or even an output's identity alone is over it). Not retriable as is: the limits are
+    read again and the partition is rebuilt after a backoff, so the outputs are fitted anew."""
+
+
+class SessionEnded(SidecarError):
+    """Control flow inside the sidecar: drop every partition and rejoin after a backoff (a fenced
+    producer, a fatal consumer error, a stop that interrupts a broker call)."""
+
+
 class CommitFailed(SidecarError):
     """An offset commit (or a transaction commit) failed. Outputs may be written already; the next
     commit or a replay covers it."""

@@ -38,7 +38,7 @@ from aiokafka.structs import OffsetAndMetadata
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import RECORD_OVERHEAD_BYTES, KafkaSettings, make_producer, tp_key
 from stream_pairer.adapters.kafka.errors import classify
-from stream_pairer.errors import CommitFailed, SidecarError
+from stream_pairer.errors import CommitFailed, OutputTooLarge, SidecarError
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import Emitted
@@ -52,12 +52,6 @@ PAYLOAD_FIELDS = ("raw", "arguments", "content")
 IDENTITY_FIELDS = ("kind", "reason", "pair_id", "match", "fifo_by", "conversation_id", "tool", "outcome",
                    "failure", "raw_bytes", "raw_truncated", "source")  # fmt: skip
 SIDE_IDENTITY_FIELDS = ("id", "name", "block", "source", "ts")
-
-
-class OutputTooLarge(SidecarError):
-    """The broker refused an output as too large for its topic: the topic's limit changed since it
-    was read (or was misread). Not retriable as is: the limits are read again and the partition is
-    rebuilt after a backoff, so the outputs are fitted under the new limit."""
 
 
 class Backoff:

@@ -17,13 +17,13 @@ from aiokafka.abc import ConsumerRebalanceListener
 
 from stream_pairer.adapters.kafka.clients import tp_key
 from stream_pairer.adapters.kafka.config import partition_tagger
-from stream_pairer.adapters.kafka.delivery import Backoff, OutputTooLarge
+from stream_pairer.adapters.kafka.delivery import Backoff
 from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState
 from stream_pairer.adapters.kafka.topics import committed_offsets
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.errors import Fenced, SidecarError
+from stream_pairer.errors import Fenced, OutputTooLarge, SidecarError
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import PartitionState
 

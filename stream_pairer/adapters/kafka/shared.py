@@ -18,6 +18,7 @@ from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import KafkaSettings
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.logs import StateLog
+from stream_pairer.errors import SessionEnded
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import Emitted, PartitionState
@@ -33,8 +34,7 @@ def cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-class SessionEnded(Exception):
-    """Raised inside a session to drop every partition and rejoin (after a backoff)."""
+__all__ = ["SessionEnded", "SidecarState", "cancelling"]
 
 
 class SidecarState:

@@ -45,7 +45,7 @@ from stream_pairer.adapters.kafka.clients import (
     tp_key,
 )
 from stream_pairer.adapters.kafka.config import SidecarConfig, partition_tagger
-from stream_pairer.adapters.kafka.delivery import Backoff, Delivery, OutputTooLarge
+from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.health import HealthMixin
 from stream_pairer.adapters.kafka.logs import StateLog
@@ -58,7 +58,14 @@ from stream_pairer.adapters.kafka.topics import (
     ensure_topics,
     topic_partitions,
 )
-from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError
+from stream_pairer.errors import (
+    BrokerUnavailable,
+    CommitFailed,
+    ConfigError,
+    Fenced,
+    OutputTooLarge,
+    SidecarError,
+)
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token

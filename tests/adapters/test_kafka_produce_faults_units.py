@@ -18,7 +18,7 @@ from prometheus_client import generate_latest
 
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import KafkaSettings
-from stream_pairer.adapters.kafka.delivery import AtLeastOnce, OutputTooLarge, _Pending, fit_output
+from stream_pairer.adapters.kafka.delivery import AtLeastOnce, _Pending, fit_output
 from stream_pairer.adapters.kafka.logs import JsonFormatter, RepeatFilter, StateLog, TextFormatter, log_level
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
 from stream_pairer.adapters.kafka.topics import check_template, render_template, verify_checkpoint_topics
@@ -26,7 +26,7 @@ from stream_pairer.cli.app import main
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.formats import FormatConfig
 from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.errors import ConfigError
+from stream_pairer.errors import ConfigError, OutputTooLarge
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.partition import (
     H_BYTES,
