@@ -1003,6 +1003,49 @@ async def trial_dead_letter_topic_deleted(ctx: Context, rng: random.Random, kind
     return _result(kind, report, [side], started, note=note, exactly_once=False, extra_ok=seen)
 
 
+async def trial_long_ids(ctx: Context, rng: random.Random, kind: str) -> TrialResult:
+    """Input that inflates memory outside the held-bytes estimate: 600 conversations whose ids are
+    500 KB each (330 MB of RSS before), mixed into normal traffic. Past --max-id-bytes they are
+    dead letters (`too_large`); peak RSS must stay near a normal run's."""
+    assert ctx.broker is not None
+    started = time.monotonic()
+    bootstrap = ctx.broker.bootstrap
+    topic = await create_topic(bootstrap, partitions=2)
+    side = SidecarProc("i", bootstrap, topic, f"g-{topic}", ctx.workdir, exactly_once=False)
+    side.start()
+    traffic = make_traffic(rng, 60)
+    records = list(traffic.records)
+    for n in range(600):
+        conv = f"{n:04d}" + "x" * 500_000
+        kind_ = "tool_call" if n % 2 == 0 else "tool_result"
+        records.append(
+            (b"long", lambda ts, c=conv, k=kind_, i=n: _dumps({"conversation_id": c, "type": k, "id": f"k{i}",
+                                                                 "name": "f", "ts": int(ts * 1000)}))
+        )  # fmt: skip
+    rng.shuffle(records)
+    peak_rss = 0
+    producing = asyncio.create_task(produce(bootstrap, topic, records, 200.0))
+    while not producing.done():
+        peak_rss = max(peak_rss, side.rss_bytes())
+        await asyncio.sleep(0.2)
+    await producing
+
+    def check() -> None:
+        nonlocal peak_rss
+        side.check()
+        peak_rss = max(peak_rss, side.rss_bytes())
+
+    report = await settle(bootstrap, topic, False, check=check)
+    side.stop()
+    too_large = report.reasons["dead_letter:too_large"]
+    ok = too_large == 600 and peak_rss < 200 * 2**20
+    note = (
+        f"600 records with 500 KB conversation ids: too_large dead letters {too_large}; "
+        f"peak RSS {peak_rss / 2**20:.0f} MiB"
+    )
+    return _result(kind, report, [side], started, note=note, exactly_once=False, extra_ok=ok)
+
+
 async def trial_repartition_big_record(
     ctx: Context, rng: random.Random, exactly_once: bool, kind: str
 ) -> TrialResult:
@@ -1223,6 +1266,7 @@ TRIALS: dict[str, TrialFn] = {
     "rebalance-eos": lambda ctx, rng: trial_rebalance(ctx, rng, True, "rebalance-eos"),
     "overload": lambda ctx, rng: trial_overload(ctx, rng, "overload"),
     "dlq-deleted": lambda ctx, rng: trial_dead_letter_topic_deleted(ctx, rng, "dlq-deleted"),
+    "long-ids": lambda ctx, rng: trial_long_ids(ctx, rng, "long-ids"),
     "small-limit-alo": lambda ctx, rng: trial_small_output_limit(ctx, rng, False, "small-limit-alo"),
     "small-limit-eos": lambda ctx, rng: trial_small_output_limit(ctx, rng, True, "small-limit-eos"),
     "limit-before-commit": lambda ctx, rng: trial_limit_lowered_before_first_commit(
@@ -1244,9 +1288,9 @@ TRIALS: dict[str, TrialFn] = {
     ),
 }
 PRODUCE_SIDE = (
-    "dlq-deleted", "small-limit-alo", "small-limit-eos", "limit-before-commit", "repartition-big-alo",
-    "repartition-big-eos", "bad-header-alo", "bad-header-eos", "checkpoint-topic-wrong",
-    "sigterm-broker-down",
+    "dlq-deleted", "long-ids", "small-limit-alo", "small-limit-eos", "limit-before-commit",
+    "repartition-big-alo", "repartition-big-eos", "bad-header-alo", "bad-header-eos",
+    "checkpoint-topic-wrong", "sigterm-broker-down",
 )  # fmt: skip
 SHORT = {"kill-alo": 2, "kill-eos": 2, "broker-restart": 1}
 LONG = {

@@ -33,6 +33,20 @@ def check(result: ft.TrialResult, exactly_once: bool, seed: int) -> None:
     assert result.ok, where
 
 
+async def test_a_deleted_dead_letter_topic_on_a_fresh_group_loses_nothing(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    ctx = ft.Context(tmp_path, kafka_broker)
+    result = await ft.trial_dead_letter_topic_deleted(ctx, random.Random(SEED), "dlq-deleted")
+    check(result, False, SEED)
+
+
+async def test_ids_that_inflate_memory_are_dead_lettered(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    ctx = ft.Context(tmp_path, kafka_broker)
+    result = await ft.trial_long_ids(ctx, random.Random(SEED), "long-ids")
+    check(result, False, SEED)
+
+
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["alo", "eos"])
 async def test_outputs_fit_a_topic_with_a_small_max_message_bytes(
     kafka_broker: KafkaBroker, tmp_path: Path, exactly_once: bool
