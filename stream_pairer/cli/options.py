@@ -31,10 +31,12 @@ def add_option(
     type: Callable[[str], Any] = str,
     default: Any = None,
     help: str,
+    short: str | None = None,
     sensitive: bool = False,
     **kwargs: Any,
 ) -> None:
-    """Add `--option` whose default is read from its environment variable when set.
+    """Add `--option` (and its `short` alias) whose default is read from its environment variable
+    when set.
 
     `sensitive`: the environment value is never echoed (neither as the default `--help` shows nor
     in the error for an invalid value), because `--help` output and start-up errors end up in
@@ -57,38 +59,51 @@ def add_option(
         shown = f" (set from {env})"
     else:
         shown = "" if default is None else f" (default: {default})"
+    names = (short, option) if short else (option,)
     if kwargs.get("action") == "store_true":  # argparse's store_true takes no type
-        parser.add_argument(option, default=default, help=f"{help} [env {env}]", **kwargs)
+        parser.add_argument(*names, default=default, help=f"{help} [env {env}]", **kwargs)
         return
-    parser.add_argument(option, type=type, default=default, help=f"{help}{shown} [env {env}]", **kwargs)
+    parser.add_argument(*names, type=type, default=default, help=f"{help}{shown} [env {env}]", **kwargs)
+
+
+# Argument types. argparse names the function in its message when one raises ValueError
+# ("invalid positive_float value"), so each raises ArgumentTypeError with a sentence instead.
+
+
+def _number(value: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
 
 
 def positive_float(value: str) -> float:
-    f = float(value)
-    if f <= 0:
+    f = _number(value, float)
+    if not f > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return f
+    return float(f)
 
 
 def non_negative_float(value: str) -> float:
-    f = float(value)
-    if f < 0:
+    f = _number(value, float)
+    if not f >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return f
+    return float(f)
 
 
 def positive_int(value: str) -> int:
-    i = int(value)
+    i = _number(value, int)
     if i < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return i
+    return int(i)
 
 
 def non_negative_int(value: str) -> int:
-    i = int(value)
+    i = _number(value, int)
     if i < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return i
+    return int(i)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,21 +114,25 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--call-timeout",
         type=positive_float,
         default=d.call_timeout_ms / 1000,
-        help="seconds (event time) a call waits for its result before it is an orphan (timeout)",
+        help="seconds a call waits for its result before it is an orphan (timeout): event time of its own "
+        "conversation (newest timestamp seen in it), or, in the sidecar, processing time of its partition "
+        "(wall time while caught up), whichever passes first",
     )
     add_option(
         g,
         "--result-grace",
         type=non_negative_float,
         default=d.result_grace_ms / 1000,
-        help="seconds a result with an unknown id waits for its call to arrive late",
+        help="seconds a result with an unknown id, or an id-less result with no call to pair with yet, "
+        "waits for its call to arrive late (measured like --call-timeout)",
     )
     add_option(
         g,
         "--conversation-ttl",
         type=positive_float,
         default=d.conversation_ttl_ms / 1000,
-        help="seconds an idle conversation's memory (closed ids, counters) is kept",
+        help="seconds an idle conversation's memory (closed ids, counters) is kept (sidecar: processing "
+        "time since its last event; file mode: bounded by --max-conversations and --max-closed-ids only)",
     )
     add_option(
         g,
@@ -160,7 +179,23 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-record-bytes",
         type=positive_int,
         default=DEFAULT_FORMAT_CONFIG.max_record_bytes,
-        help="a larger record is dead-lettered (too_large)",
+        help="a larger record is dead-lettered (too_large); a longer input line is never read whole",
+    )
+    add_option(
+        f,
+        "--max-history-ids",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_history_ids,
+        help="per conversation: call/result ids remembered to count history re-sent by wire logs and "
+        "OTel spans once (the oldest is forgotten past it; a later copy of a forgotten id is then "
+        "an orphan, superseded or duplicate_result)",
+    )
+    add_option(
+        f,
+        "--max-history-conversations",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_history_conversations,
+        help="conversations whose history ids are remembered (least recently used forgotten first)",
     )
     add_option(
         g,
@@ -180,16 +215,18 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         t,
         "--max-tool-calls",
-        type=positive_int,
+        type=non_negative_int,
         default=tagging.MAX_CALLS_PER_CONVERSATION,
-        help="calls per conversation before further calls are tagged termination",
+        help="calls per request (from a user prompt, or the format's turn marker, to the next); the "
+        "call that crosses it is tagged termination; 0 disables the cap",
     )
     add_option(
         t,
         "--max-conversation-seconds",
-        type=positive_float,
+        type=non_negative_float,
         default=tagging.MAX_CONVERSATION_MS / 1000,
-        help="wall time from a conversation's first call before further calls are tagged termination",
+        help="seconds of event time (record timestamps) from the start of a request (its prompt, else "
+        "its first call); the first call past it is tagged termination; 0 disables the cap",
     )
     add_option(
         t,
@@ -220,7 +257,11 @@ def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
         else DEFAULT_FORMAT_CONFIG.conversation_fields
     )
     return FormatConfig(
-        conversation_fields=fields, max_record_bytes=args.max_record_bytes, max_id_bytes=args.max_id_bytes
+        conversation_fields=fields,
+        max_record_bytes=args.max_record_bytes,
+        max_history_ids=args.max_history_ids,
+        max_history_conversations=args.max_history_conversations,
+        max_id_bytes=args.max_id_bytes,
     )
 
 

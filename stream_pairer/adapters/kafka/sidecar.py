@@ -387,7 +387,8 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
 
     async def _tick(self, consumer: AIOKafkaConsumer, wall_ms: float) -> None:
         """Wall-clock tick: a partition whose position reached the end of its log, as of the last
-        fetch response, is advanced to the projected stream time as of that response."""
+        fetch response, has its processing time advanced by the wall time elapsed up to that
+        response (see stream/clock.py), which emits what quiet conversations held past a timeout."""
         max_blind_ms = 2000 * self.config.tick_interval_s + 2000
         for tp, st in list(self.states.items()):
             if st.restoring:

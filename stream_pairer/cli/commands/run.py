@@ -165,7 +165,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tick-interval",
         type=positive_float,
         default=_default("tick_interval_s"),
-        help="seconds between wall-clock ticks that time out calls on quiet partitions",
+        help="seconds between wall-clock ticks that advance each caught-up partition's processing time "
+        "(what times out the calls of conversations that went quiet)",
     )
     add_option(
         k,
