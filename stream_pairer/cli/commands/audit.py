@@ -333,9 +333,6 @@ async def audit_topics(
     await read_topics(
         bootstrap, output_topics, "read_committed", on_output, deadline, required=False, security=security
     )
-    await read_topics(
-        bootstrap, output_topics, "read_committed", on_output, deadline, required=False, security=security
-    )
     tick.done()
     return auditor.finish()
 
