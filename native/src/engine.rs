@@ -1,0 +1,597 @@
+//! The pairing engine: a line-by-line port of stream_pairer/core/engine.py + state.py.
+//!
+//! The Python engine is the executable specification (tests/test_native_differential.py compares
+//! the output bytes of both); the docstrings there explain the rules, the comments here only say
+//! where the Rust data structures differ from the Python ones. Events arrive as pre-encoded JSON
+//! fragments (`Event::side`), so an output record is a concatenation of bytes.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+
+use indexmap::IndexMap;
+
+use crate::out::{write_f64, write_opt_str, write_str, write_ts};
+use crate::pairid::pair_id;
+
+pub struct Config {
+    pub call_timeout_ms: f64,
+    pub result_grace_ms: f64,
+    pub conversation_ttl_ms: f64,
+    pub max_conversations: usize,
+    pub max_calls_per_conversation: usize,
+    pub max_held_bytes: i64,
+    pub max_closed_ids_per_conversation: usize,
+    pub max_closed_ids: usize,
+}
+
+const IDLE_SWEEP_EVERY_MS: f64 = 1_000.0;
+const HELD_BYTES_PER_INPUT_BYTE: f64 = 2.9;
+const HELD_BYTES_PER_EVENT: i64 = 1_770;
+
+/// `engine.held_cost`, with the same float arithmetic so both engines evict at the same event.
+pub fn held_cost(size: usize) -> i64 {
+    (size as f64 * HELD_BYTES_PER_INPUT_BYTE) as i64 + HELD_BYTES_PER_EVENT
+}
+
+/// One normalized event. `side` is the encoded `ToolEvent.to_side()` object, `source` the encoded
+/// lineage dict: both are fixed when the event is read.
+pub struct Event {
+    pub is_call: bool,
+    pub conversation_id: String,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub ts_ms: Option<f64>,
+    pub size: usize,
+    pub block: i64,
+    pub side: Vec<u8>,
+    pub source: Vec<u8>,
+}
+
+struct Held {
+    ev: Box<Event>,
+    ts_ms: f64,
+    deadline_ms: f64,
+    conv: usize,
+}
+
+#[derive(PartialEq, PartialOrd)]
+struct Timer(f64, u64);
+impl Eq for Timer {}
+impl Ord for Timer {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+    }
+}
+
+struct Conv {
+    cid: String,
+    calls_by_id: HashMap<String, u64>,
+    open_calls: BTreeSet<u64>,
+    // Insertion-ordered like the Python dict: LRU eviction emits held results in this order.
+    pending: IndexMap<String, Vec<u64>>,
+    // id -> (paired?, stamp in the engine-wide order)
+    closed: IndexMap<String, (bool, u64)>,
+    last_ts_ms: f64,
+    // LRU list links (slab indices; usize::MAX = none)
+    prev: usize,
+    next: usize,
+}
+
+const NIL: usize = usize::MAX;
+
+/// What the caller receives: encoded records and, per record, the Summary label it counts under.
+pub struct Out {
+    pub recs: Vec<Vec<u8>>,
+}
+
+pub struct Engine {
+    pub cfg: Config,
+    slab: Vec<Option<Conv>>,
+    free: Vec<usize>,
+    by_id: HashMap<String, usize>,
+    lru_head: usize,
+    lru_tail: usize,
+    held: BTreeMap<u64, Held>,
+    heap: BinaryHeap<Reverse<Timer>>,
+    closed: BTreeMap<u64, (usize, String)>,
+    stamp: u64,
+    seq: u64,
+    pub now_ms: f64,
+    next_sweep_ms: f64,
+    pub held_bytes: i64,
+    pub open_calls: i64,
+    pub pending_results: i64,
+    pub evictions: IndexMap<&'static str, u64>,
+    /// Output records by Summary label: "pair:id", "pair:fifo:name", "orphan_call:timeout", ...
+    pub counts: IndexMap<String, u64>,
+}
+
+impl Engine {
+    pub fn new(cfg: Config) -> Self {
+        Engine {
+            cfg,
+            slab: Vec::new(),
+            free: Vec::new(),
+            by_id: HashMap::new(),
+            lru_head: NIL,
+            lru_tail: NIL,
+            held: BTreeMap::new(),
+            heap: BinaryHeap::new(),
+            closed: BTreeMap::new(),
+            stamp: 0,
+            seq: 0,
+            now_ms: f64::NEG_INFINITY,
+            next_sweep_ms: f64::NEG_INFINITY,
+            held_bytes: 0,
+            open_calls: 0,
+            pending_results: 0,
+            evictions: IndexMap::new(),
+            counts: IndexMap::new(),
+        }
+    }
+
+    // ------------------------------------------------------------------ entry points
+
+    pub fn process(&mut self, ev: Event, now_ms: Option<f64>, out: &mut Out) {
+        let mut ts = ev.ts_ms.or(now_ms).unwrap_or(self.now_ms);
+        if ts == f64::NEG_INFINITY {
+            ts = 0.0;
+        }
+        let conv = self.conversation(&ev.conversation_id, ts, out);
+        if ev.is_call {
+            self.on_call(conv, ev, ts, out);
+        } else {
+            self.on_result(conv, ev, ts, out);
+        }
+        self.enforce_bytes(out);
+        self.advance(ts, out);
+    }
+
+    pub fn flush(&mut self, reason: &str, result_reason: Option<&str>, out: &mut Out) {
+        let seqs: Vec<u64> = self.held.keys().copied().collect();
+        for seq in seqs {
+            if let Some(h) = self.held.get(&seq) {
+                let r = if !h.ev.is_call && result_reason.is_some() { result_reason.unwrap() } else { reason };
+                self.emit_orphan_seq(seq, r, out);
+            }
+        }
+        self.clear_convs();
+    }
+
+    pub fn discard(&mut self) -> usize {
+        let n = self.held.len();
+        self.held.clear();
+        self.clear_convs();
+        self.held_bytes = 0;
+        self.open_calls = 0;
+        self.pending_results = 0;
+        n
+    }
+
+    fn clear_convs(&mut self) {
+        self.slab.clear();
+        self.free.clear();
+        self.by_id.clear();
+        self.lru_head = NIL;
+        self.lru_tail = NIL;
+        self.closed.clear();
+        self.heap.clear();
+    }
+
+    pub fn open_conversations(&self) -> usize {
+        self.by_id.len()
+    }
+    pub fn closed_ids(&self) -> usize {
+        self.closed.len()
+    }
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    // ------------------------------------------------------------------ rules
+
+    fn on_call(&mut self, conv: usize, call: Event, ts: f64, out: &mut Out) {
+        if let Some(cid) = call.id.clone() {
+            let c = self.conv(conv);
+            if let Some(&old) = c.calls_by_id.get(&cid) {
+                self.emit_orphan_seq(old, "superseded", out);
+            }
+            let c = self.conv(conv);
+            if let Some(waiting) = c.pending.get(&cid) {
+                if !waiting.is_empty() {
+                    let first = waiting[0];
+                    let res = self.release(first).expect("held result");
+                    let seq = self.next_seq();
+                    let _ = seq;
+                    let call_held = Held { ev: Box::new(call), ts_ms: ts, deadline_ms: ts, conv };
+                    self.emit_pair(call_held, res, "id", None, out);
+                    let dups: Vec<u64> = self.conv(conv).pending.get(&cid).cloned().unwrap_or_default();
+                    for d in dups {
+                        self.emit_orphan_seq(d, "duplicate_result", out);
+                    }
+                    return;
+                }
+            }
+            if self.conv(conv).closed.contains_key(&cid) {
+                self.drop_closed(conv, &cid);
+            }
+        }
+        if self.conv(conv).open_calls.len() >= self.cfg.max_calls_per_conversation {
+            *self.evictions.entry("calls_per_conversation").or_insert(0) += 1;
+            let first = *self.conv(conv).open_calls.iter().next().unwrap();
+            self.emit_orphan_seq(first, "evicted", out);
+        }
+        let id = call.id.clone();
+        let deadline = ts + self.cfg.call_timeout_ms;
+        let seq = self.hold(call, conv, ts, deadline);
+        let c = self.conv_mut(conv);
+        c.open_calls.insert(seq);
+        if let Some(id) = id {
+            c.calls_by_id.insert(id, seq);
+        }
+        self.open_calls += 1;
+    }
+
+    fn on_result(&mut self, conv: usize, result: Event, ts: f64, out: &mut Out) {
+        let _res_seq = self.next_seq(); // the Python engine numbers the result before deciding
+        if let Some(rid) = result.id.clone() {
+            if let Some(&call) = self.conv(conv).calls_by_id.get(&rid) {
+                let call_held = self.release(call).expect("held call");
+                let res = Held { ev: Box::new(result), ts_ms: ts, deadline_ms: ts, conv };
+                self.emit_pair(call_held, res, "id", None, out);
+                return;
+            }
+            if let Some(&(paired, _)) = self.conv(conv).closed.get(&rid) {
+                let res = Held { ev: Box::new(result), ts_ms: ts, deadline_ms: ts, conv };
+                self.emit_orphan(res, if paired { "duplicate_result" } else { "late_result" }, out);
+                return;
+            }
+            let deadline = ts + self.cfg.result_grace_ms;
+            let seq = self.hold(result, conv, ts, deadline);
+            self.conv_mut(conv).pending.entry(rid).or_default().push(seq);
+            self.pending_results += 1;
+            return;
+        }
+        let res = Held { ev: Box::new(result), ts_ms: ts, deadline_ms: ts, conv };
+        match self.fifo_candidate(conv, res.ev.name.as_deref()) {
+            None => self.emit_orphan(res, "no_call", out),
+            Some((seq, by)) => {
+                let call_held = self.release(seq).expect("held call");
+                self.emit_pair(call_held, res, "fifo", Some(by), out);
+            }
+        }
+    }
+
+    fn fifo_candidate(&self, conv: usize, name: Option<&str>) -> Option<(u64, &'static str)> {
+        let c = self.conv(conv);
+        let first = *c.open_calls.iter().next()?;
+        let Some(name) = name else {
+            return Some((first, "order"));
+        };
+        let mut unnamed = None;
+        for seq in &c.open_calls {
+            let call_name = self.held[seq].ev.name.as_deref();
+            match call_name {
+                Some(n) if n == name => return Some((*seq, "name")),
+                None if unnamed.is_none() => unnamed = Some(*seq),
+                _ => {}
+            }
+        }
+        unnamed.map(|s| (s, "order"))
+    }
+
+    // ------------------------------------------------------------------ state keeping
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn conv(&self, i: usize) -> &Conv {
+        self.slab[i].as_ref().expect("live conversation")
+    }
+    fn conv_mut(&mut self, i: usize) -> &mut Conv {
+        self.slab[i].as_mut().expect("live conversation")
+    }
+
+    fn lru_unlink(&mut self, i: usize) {
+        let (p, n) = {
+            let c = self.conv(i);
+            (c.prev, c.next)
+        };
+        if p == NIL { self.lru_head = n } else { self.conv_mut(p).next = n }
+        if n == NIL { self.lru_tail = p } else { self.conv_mut(n).prev = p }
+    }
+
+    fn lru_push_back(&mut self, i: usize) {
+        let tail = self.lru_tail;
+        {
+            let c = self.conv_mut(i);
+            c.prev = tail;
+            c.next = NIL;
+        }
+        if tail == NIL { self.lru_head = i } else { self.conv_mut(tail).next = i }
+        self.lru_tail = i;
+    }
+
+    fn remove_conv(&mut self, i: usize) -> Conv {
+        self.lru_unlink(i);
+        let c = self.slab[i].take().expect("live conversation");
+        self.by_id.remove(&c.cid);
+        self.free.push(i);
+        c
+    }
+
+    fn conversation(&mut self, cid: &str, ts: f64, out: &mut Out) -> usize {
+        let i = match self.by_id.get(cid) {
+            Some(&i) => {
+                if self.lru_tail != i {
+                    self.lru_unlink(i);
+                    self.lru_push_back(i);
+                }
+                i
+            }
+            None => {
+                if self.by_id.len() >= self.cfg.max_conversations {
+                    let lru = self.lru_head;
+                    self.evict_conversation(lru, out);
+                    self.forget_closed(lru);
+                    self.remove_conv(lru);
+                }
+                let conv = Conv {
+                    cid: cid.to_owned(),
+                    calls_by_id: HashMap::new(),
+                    open_calls: BTreeSet::new(),
+                    pending: IndexMap::new(),
+                    closed: IndexMap::new(),
+                    last_ts_ms: 0.0,
+                    prev: NIL,
+                    next: NIL,
+                };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slab[i] = Some(conv);
+                        i
+                    }
+                    None => {
+                        self.slab.push(Some(conv));
+                        self.slab.len() - 1
+                    }
+                };
+                self.by_id.insert(cid.to_owned(), i);
+                self.lru_push_back(i);
+                i
+            }
+        };
+        let c = self.conv_mut(i);
+        if ts > c.last_ts_ms {
+            c.last_ts_ms = ts;
+        }
+        i
+    }
+
+    /// The Python engine pops the conversation from its LRU map first and emits after; the
+    /// conversation stays addressable here until the caller removes it, which emits the same.
+    fn evict_conversation(&mut self, i: usize, out: &mut Out) {
+        let c = self.conv(i);
+        let mut seqs: Vec<u64> = c.open_calls.iter().copied().collect();
+        for w in c.pending.values() {
+            seqs.extend_from_slice(w);
+        }
+        if !seqs.is_empty() {
+            *self.evictions.entry("conversations").or_insert(0) += seqs.len() as u64;
+        }
+        for s in seqs {
+            self.emit_orphan_seq(s, "evicted", out);
+        }
+    }
+
+    fn hold(&mut self, ev: Event, conv: usize, ts: f64, deadline: f64) -> u64 {
+        let seq = self.next_seq();
+        self.held_bytes += held_cost(ev.size);
+        self.held.insert(seq, Held { ev: Box::new(ev), ts_ms: ts, deadline_ms: deadline, conv });
+        self.heap.push(Reverse(Timer(deadline, seq)));
+        seq
+    }
+
+    /// Removes a held event from every structure that references it; None if it was not held.
+    fn release(&mut self, seq: u64) -> Option<Held> {
+        let h = self.held.remove(&seq)?;
+        self.held_bytes -= held_cost(h.ev.size);
+        let c = self.slab[h.conv].as_mut().expect("live conversation");
+        if h.ev.is_call {
+            c.open_calls.remove(&seq);
+            if let Some(id) = &h.ev.id {
+                if c.calls_by_id.get(id) == Some(&seq) {
+                    c.calls_by_id.remove(id);
+                }
+            }
+            self.open_calls -= 1;
+        } else {
+            let id = h.ev.id.as_ref().expect("only id-bearing results are held");
+            let w = c.pending.get_mut(id).expect("pending list");
+            w.retain(|&s| s != seq);
+            if w.is_empty() {
+                c.pending.shift_remove(id);
+            }
+            self.pending_results -= 1;
+        }
+        Some(h)
+    }
+
+    fn close_id(&mut self, conv: usize, cid: &str, paired: bool) {
+        self.stamp += 1;
+        let stamp = self.stamp;
+        let c = self.slab[conv].as_mut().expect("live conversation");
+        if let Some((_, old)) = c.closed.shift_remove(cid) {
+            self.closed.remove(&old);
+        }
+        c.closed.insert(cid.to_owned(), (paired, stamp));
+        let over = c.closed.len() > self.cfg.max_closed_ids_per_conversation;
+        self.closed.insert(stamp, (conv, cid.to_owned()));
+        if over {
+            let first = self.conv(conv).closed.get_index(0).unwrap().0.clone();
+            self.drop_closed(conv, &first);
+        }
+        while self.closed.len() > self.cfg.max_closed_ids {
+            let (_, (c, id)) = self.closed.iter().next().map(|(k, v)| (*k, v.clone())).unwrap();
+            self.drop_closed(c, &id);
+        }
+    }
+
+    fn drop_closed(&mut self, conv: usize, cid: &str) {
+        let c = self.slab[conv].as_mut().expect("live conversation");
+        if let Some((_, stamp)) = c.closed.shift_remove(cid) {
+            self.closed.remove(&stamp);
+        }
+        if c.closed.is_empty() {
+            c.closed = IndexMap::new();
+        }
+    }
+
+    fn forget_closed(&mut self, conv: usize) {
+        let stamps: Vec<u64> = self.conv(conv).closed.values().map(|v| v.1).collect();
+        for s in stamps {
+            self.closed.remove(&s);
+        }
+    }
+
+    fn enforce_bytes(&mut self, out: &mut Out) {
+        while self.held_bytes > self.cfg.max_held_bytes {
+            let Some(&first) = self.held.keys().next() else { break };
+            *self.evictions.entry("held_bytes").or_insert(0) += 1;
+            self.emit_orphan_seq(first, "evicted", out);
+        }
+    }
+
+    pub fn advance(&mut self, now: f64, out: &mut Out) {
+        if now <= self.now_ms {
+            return;
+        }
+        self.now_ms = now;
+        while let Some(Reverse(Timer(deadline, seq))) = self.heap.peek() {
+            if *deadline > now {
+                break;
+            }
+            let (deadline, seq) = (*deadline, *seq);
+            self.heap.pop();
+            let Some(h) = self.held.get(&seq) else { continue };
+            if h.deadline_ms != deadline {
+                continue;
+            }
+            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
+            self.emit_orphan_seq(seq, reason, out);
+        }
+        if self.heap.len() > 2 * self.held.len() + 1024 {
+            self.heap = self.held.iter().map(|(s, h)| Reverse(Timer(h.deadline_ms, *s))).collect();
+        }
+        if now >= self.next_sweep_ms {
+            self.next_sweep_ms = now + IDLE_SWEEP_EVERY_MS;
+            self.expire_idle(now);
+        }
+    }
+
+    fn expire_idle(&mut self, now: f64) {
+        let ttl = self.cfg.conversation_ttl_ms;
+        while self.lru_head != NIL {
+            let i = self.lru_head;
+            let c = self.conv(i);
+            if c.last_ts_ms + ttl > now || !(c.open_calls.is_empty() && c.pending.is_empty()) {
+                return;
+            }
+            self.forget_closed(i);
+            self.remove_conv(i);
+        }
+    }
+
+    // ------------------------------------------------------------------ output records
+
+    fn count(&mut self, label: &str) {
+        if let Some(n) = self.counts.get_mut(label) {
+            *n += 1;
+        } else {
+            self.counts.insert(label.to_owned(), 1);
+        }
+    }
+
+    fn emit_pair(&mut self, call: Held, result: Held, how: &str, fifo_by: Option<&str>, out: &mut Out) {
+        let conv = call.conv;
+        if let Some(id) = &call.ev.id {
+            let id = id.clone();
+            self.close_id(conv, &id, true);
+        }
+        let (cev, rev) = (&call.ev, &result.ev);
+        let cid = &self.conv(conv).cid;
+        let mut r = Vec::with_capacity(cev.side.len() + rev.side.len() + 256);
+        r.extend_from_slice(b"{\"kind\":\"pair\",\"pair_id\":\"");
+        r.extend_from_slice(pair_id(cid, cev).as_bytes());
+        r.extend_from_slice(b"\",\"match\":\"");
+        r.extend_from_slice(how.as_bytes());
+        r.extend_from_slice(b"\",\"fifo_by\":");
+        match fifo_by {
+            Some(b) => write_str(&mut r, b),
+            None => r.extend_from_slice(b"null"),
+        }
+        r.extend_from_slice(b",\"conversation_id\":");
+        write_str(&mut r, cid);
+        r.extend_from_slice(b",\"tool\":");
+        write_opt_str(&mut r, cev.name.as_deref().or(rev.name.as_deref()));
+        r.extend_from_slice(b",\"call\":");
+        r.extend_from_slice(&cev.side);
+        r.extend_from_slice(b",\"result\":");
+        r.extend_from_slice(&rev.side);
+        r.extend_from_slice(b",\"call_ts\":");
+        write_ts(&mut r, Some(call.ts_ms));
+        r.extend_from_slice(b",\"result_ts\":");
+        write_ts(&mut r, Some(result.ts_ms));
+        r.extend_from_slice(b",\"latency_ms\":");
+        match (cev.ts_ms, rev.ts_ms) {
+            (Some(a), Some(b)) => write_f64(&mut r, b - a),
+            _ => r.extend_from_slice(b"null"),
+        }
+        r.push(b'}');
+        out.recs.push(r);
+        let label = match fifo_by {
+            None => format!("pair:{how}"),
+            Some(b) => format!("pair:{how}:{b}"),
+        };
+        self.count(&label);
+    }
+
+    fn emit_orphan_seq(&mut self, seq: u64, reason: &str, out: &mut Out) {
+        if let Some(h) = self.release(seq) {
+            self.emit_orphan(h, reason, out);
+        }
+    }
+
+    fn emit_orphan(&mut self, h: Held, reason: &str, out: &mut Out) {
+        let ev = &h.ev;
+        if ev.is_call {
+            if let Some(id) = &ev.id {
+                let id = id.clone();
+                self.close_id(h.conv, &id, reason == "paired");
+            }
+        }
+        let ev = &h.ev;
+        let kind = if ev.is_call { "orphan_call" } else { "orphan_result" };
+        let mut r = Vec::with_capacity(ev.side.len() + ev.source.len() + 160);
+        r.extend_from_slice(b"{\"kind\":\"");
+        r.extend_from_slice(kind.as_bytes());
+        r.extend_from_slice(b"\",\"reason\":");
+        write_str(&mut r, reason);
+        r.extend_from_slice(b",\"conversation_id\":");
+        write_str(&mut r, &self.conv(h.conv).cid);
+        r.extend_from_slice(b",\"tool\":");
+        write_opt_str(&mut r, ev.name.as_deref());
+        r.extend_from_slice(b",\"ts\":");
+        write_ts(&mut r, Some(h.ts_ms));
+        r.extend_from_slice(b",\"event\":");
+        r.extend_from_slice(&ev.side);
+        r.extend_from_slice(b",\"source\":");
+        r.extend_from_slice(&ev.source);
+        r.push(b'}');
+        out.recs.push(r);
+        let label = format!("{kind}:{reason}");
+        self.count(&label);
+    }
+}

@@ -1,0 +1,273 @@
+//! `stream_pairer._native`: the compiled pairing core (see README "Compiled core").
+//!
+//! Python sees one class, `Core`: raw record bytes in, encoded output records (bytes) out. A
+//! record the fast path does not read returns None from `feed`; the Python format layer then
+//! parses it and passes each event to `process` as pre-encoded JSON fragments, so both paths
+//! share one pairing state.
+
+mod canonical;
+mod engine;
+mod out;
+mod pairid;
+mod scan;
+
+use indexmap::IndexMap;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use canonical::FormatCfg;
+use engine::{Config, Engine, Event, Out};
+
+#[pyclass(unsendable, module = "stream_pairer._native")]
+struct Core {
+    engine: Engine,
+    fmt: FormatCfg,
+    fast_records: u64,
+    fallthrough: IndexMap<&'static str, u64>,
+    events: IndexMap<&'static str, u64>,
+    events_by_format: IndexMap<String, u64>,
+}
+
+fn to_list<'py>(py: Python<'py>, out: Out) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, out.recs.iter().map(|r| PyBytes::new(py, r)))
+}
+
+fn counter<'py, K: AsRef<str>>(py: Python<'py>, m: &IndexMap<K, u64>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m {
+        d.set_item(k.as_ref(), *v)?;
+    }
+    Ok(d)
+}
+
+impl Core {
+    fn count_event(&mut self, is_call: bool, format: &str) {
+        *self.events.entry(if is_call { "tool_call" } else { "tool_result" }).or_insert(0) += 1;
+        if let Some(n) = self.events_by_format.get_mut(format) {
+            *n += 1;
+        } else {
+            self.events_by_format.insert(format.to_owned(), 1);
+        }
+    }
+}
+
+#[pymethods]
+impl Core {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
+        max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
+        conversation_fields, max_record_bytes))]
+    fn new(
+        call_timeout_ms: f64,
+        result_grace_ms: f64,
+        conversation_ttl_ms: f64,
+        max_conversations: usize,
+        max_calls_per_conversation: usize,
+        max_held_bytes: i64,
+        max_closed_ids_per_conversation: usize,
+        max_closed_ids: usize,
+        conversation_fields: Vec<String>,
+        max_record_bytes: usize,
+    ) -> Self {
+        let conversation_paths = conversation_fields
+            .iter()
+            .map(|f| {
+                let mut parts = f.split('.').map(str::to_owned);
+                let first = parts.next().unwrap_or_default();
+                (first, parts.collect())
+            })
+            .collect();
+        Core {
+            engine: Engine::new(Config {
+                call_timeout_ms,
+                result_grace_ms,
+                conversation_ttl_ms,
+                max_conversations,
+                max_calls_per_conversation,
+                max_held_bytes,
+                max_closed_ids_per_conversation,
+                max_closed_ids,
+            }),
+            fmt: FormatCfg { conversation_paths, max_record_bytes },
+            fast_records: 0,
+            fallthrough: IndexMap::new(),
+            events: IndexMap::new(),
+            events_by_format: IndexMap::new(),
+        }
+    }
+
+    /// One raw record. A list of encoded output records, or None when the record must go
+    /// through the Python format layer (counted in `fallthrough` by reason).
+    #[pyo3(signature = (raw, source, key=None, arrival_ms=None))]
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        raw: &[u8],
+        source: &[u8],
+        key: Option<&str>,
+        arrival_ms: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        match canonical::parse(raw, source, key, &self.fmt) {
+            Ok(ev) => {
+                self.fast_records += 1;
+                self.count_event(ev.is_call, "canonical");
+                let mut out = Out { recs: Vec::new() };
+                self.engine.process(ev, arrival_ms, &mut out);
+                Ok(Some(to_list(py, out)?))
+            }
+            Err(reason) => {
+                *self.fallthrough.entry(reason).or_insert(0) += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// One event read by the Python format layer; payload, raw block and source come encoded.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (is_call, conversation_id, id, name, ts_ms, format, block, is_error, size,
+        payload, raw, source, arrival_ms=None))]
+    fn process<'py>(
+        &mut self,
+        py: Python<'py>,
+        is_call: bool,
+        conversation_id: String,
+        id: Option<String>,
+        name: Option<String>,
+        ts_ms: Option<f64>,
+        format: &str,
+        block: i64,
+        is_error: Option<bool>,
+        size: usize,
+        payload: &[u8],
+        raw: &[u8],
+        source: &[u8],
+        arrival_ms: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut side = Vec::with_capacity(payload.len() + raw.len() + source.len() + 160);
+        canonical::side_prefix(&mut side, id.as_deref(), name.as_deref(), format.as_bytes(), ts_ms, source, block);
+        if is_call {
+            side.extend_from_slice(b",\"arguments\":");
+            side.extend_from_slice(payload);
+        } else {
+            side.extend_from_slice(b",\"content\":");
+            side.extend_from_slice(payload);
+            side.extend_from_slice(match is_error {
+                None => b",\"is_error\":null",
+                Some(true) => b",\"is_error\":true",
+                Some(false) => b",\"is_error\":false",
+            });
+        }
+        side.extend_from_slice(b",\"raw\":");
+        side.extend_from_slice(raw);
+        side.push(b'}');
+        self.count_event(is_call, format);
+        let ev = Event { is_call, conversation_id, id, name, ts_ms, size, block, side, source: source.to_vec() };
+        let mut out = Out { recs: Vec::new() };
+        self.engine.process(ev, arrival_ms, &mut out);
+        to_list(py, out)
+    }
+
+    fn advance<'py>(&mut self, py: Python<'py>, now_ms: f64) -> PyResult<Bound<'py, PyList>> {
+        let mut out = Out { recs: Vec::new() };
+        self.engine.advance(now_ms, &mut out);
+        to_list(py, out)
+    }
+
+    #[pyo3(signature = (reason="shutdown", result_reason=None))]
+    fn flush<'py>(&mut self, py: Python<'py>, reason: &str, result_reason: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+        let mut out = Out { recs: Vec::new() };
+        self.engine.flush(reason, result_reason, &mut out);
+        to_list(py, out)
+    }
+
+    fn discard(&mut self) -> usize {
+        self.engine.discard()
+    }
+
+    #[getter]
+    fn held_bytes(&self) -> i64 {
+        self.engine.held_bytes
+    }
+    #[getter]
+    fn open_calls(&self) -> i64 {
+        self.engine.open_calls
+    }
+    #[getter]
+    fn pending_results(&self) -> i64 {
+        self.engine.pending_results
+    }
+    #[getter]
+    fn open_conversations(&self) -> usize {
+        self.engine.open_conversations()
+    }
+    #[getter]
+    fn closed_ids(&self) -> usize {
+        self.engine.closed_ids()
+    }
+    #[getter]
+    fn held_count(&self) -> usize {
+        self.engine.held_count()
+    }
+    #[getter]
+    fn now_ms(&self) -> f64 {
+        self.engine.now_ms
+    }
+    #[getter]
+    fn fast_records(&self) -> u64 {
+        self.fast_records
+    }
+    #[getter]
+    fn evictions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.engine.evictions)
+    }
+    /// Output records by Summary label ("pair:id", "pair:fifo:name", "orphan_call:timeout", ...).
+    #[getter]
+    fn outputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.engine.counts)
+    }
+    /// Records handed to the Python format layer, by why the fast path did not read them.
+    #[getter]
+    fn fallthrough<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.fallthrough)
+    }
+    #[getter]
+    fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.events)
+    }
+    #[getter]
+    fn events_by_format<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.events_by_format)
+    }
+}
+
+/// A float as orjson writes it (exposed for the tests that pin the encoder to orjson).
+#[pyfunction]
+fn dumps_float<'py>(py: Python<'py>, x: f64) -> Bound<'py, PyBytes> {
+    let mut v = Vec::new();
+    out::write_f64(&mut v, x);
+    PyBytes::new(py, &v)
+}
+
+/// Whether `raw` is one JSON value exactly as orjson would re-encode it (tests).
+#[pyfunction]
+fn is_canonical(raw: &[u8]) -> bool {
+    std::str::from_utf8(raw).is_ok() && scan::value(raw, 0, 0, None) == Some(raw.len())
+}
+
+/// A string as orjson writes it (tests).
+#[pyfunction]
+fn dumps_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyBytes> {
+    let mut v = Vec::new();
+    out::write_str(&mut v, s);
+    PyBytes::new(py, &v)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Core>()?;
+    m.add_function(wrap_pyfunction!(dumps_float, m)?)?;
+    m.add_function(wrap_pyfunction!(dumps_str, m)?)?;
+    m.add_function(wrap_pyfunction!(is_canonical, m)?)?;
+    Ok(())
+}

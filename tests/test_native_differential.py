@@ -1,0 +1,258 @@
+"""The compiled core against the Python engine, its executable specification.
+
+For any input (interleavings, reorderings, drops, duplicates, id-less runs, small limits that force
+evictions, conversations whose clocks are skewed against each other, undated records, ticks) both
+pipelines must give the same output records as bytes, in the same order, and the same summary.
+The inputs mix records the fast path reads with ones it must hand to the Python format layer
+(other formats, whitespace, escapes or floats orjson would re-encode, odd ids), so both of the
+core's entry points and the hand-over between them are compared.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream_pairer.core import native
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.pipeline import Pipeline
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+
+T0 = 1_750_000_000_000
+CONVS = ("c0", "c1", "c2", "c3")
+IDS = ("a", "b", "c", "d", "e")
+NAMES = ("read", "write", "shell")
+
+
+def _iso(ms: int, offset: str) -> str:
+    text = datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+    if offset == "Z":
+        return text.replace("+00:00", "Z")
+    return text  # "+00:00": the same instant with an explicit offset
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> Any:
+    return draw(
+        st.one_of(
+            st.none(),
+            st.text(max_size=12),
+            st.integers(min_value=-(2**63), max_value=2**64 - 1),
+            st.dictionaries(
+                st.sampled_from(["q", "path", "é", "\n", 'k"']),
+                st.one_of(st.integers(-5, 5), st.text(max_size=6), st.booleans(), st.none()),
+                max_size=3,
+            ),
+            st.lists(st.integers(0, 3), max_size=3),
+        )
+    )
+
+
+@st.composite
+def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, float | None]:
+    """One input record: (bytes, Kafka key, arrival ms)."""
+    conv = draw(st.sampled_from(CONVS))
+    is_call = draw(st.booleans())
+    step = draw(st.integers(0, 40))
+    ms = T0 + skew[conv] + step * 250
+    shape = draw(st.sampled_from(["canonical"] * 6 + ["anthropic", "openai"]))
+    rid = draw(st.one_of(st.none(), st.sampled_from(IDS)))
+    name = draw(st.one_of(st.sampled_from(NAMES), st.none())) if not is_call else draw(st.sampled_from(NAMES))
+    payload = draw(payloads())
+    ts_kind = draw(st.sampled_from(["iso", "iso", "offset", "epoch_ms", "epoch_s", "none"]))
+    ts: Any = {
+        "iso": _iso(ms, "Z"),
+        "offset": _iso(ms, "+00:00"),
+        "epoch_ms": ms,
+        "epoch_s": ms / 1000,
+        "none": None,
+    }[ts_kind]
+    key = draw(st.one_of(st.none(), st.just(conv)))
+    arrival = draw(st.one_of(st.none(), st.just(float(ms + 5))))
+    rec: dict[str, Any]
+    if shape == "canonical":
+        rec = {"conversation_id": conv if key is None or draw(st.booleans()) else None}
+        rec["type"] = "tool_call" if is_call else "tool_result"
+        id_field = draw(st.sampled_from(["id", "id", "call_id"]))
+        if rid is not None:
+            rec[id_field] = draw(st.sampled_from([rid, f" {rid} ", rid]))
+        elif draw(st.booleans()):
+            rec[id_field] = draw(st.sampled_from([None, "", "  "]))
+        if name is not None:
+            rec["name"] = name
+        rec["arguments" if is_call else "content"] = payload
+        if not is_call and draw(st.booleans()):
+            rec["is_error"] = draw(st.sampled_from([True, False, None]))
+        if ts is not None:
+            rec[draw(st.sampled_from(["ts", "timestamp", "created_at"]))] = ts
+    elif shape == "anthropic":
+        block = (
+            {
+                "type": "tool_use",
+                "id": rid or "",
+                "name": name,
+                "input": payload if isinstance(payload, dict) else {},
+            }
+            if is_call
+            else {"type": "tool_result", "tool_use_id": rid or "", "content": str(payload)}
+        )
+        rec = {
+            "conversation_id": conv,
+            "ts": ts,
+            "message": {"role": "assistant" if is_call else "user", "content": [block]},
+        }
+    else:
+        if is_call:
+            msg: dict[str, Any] = {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": rid or "", "type": "function", "function": {"name": name, "arguments": "{}"}}
+                ],
+            }
+        else:
+            msg = {"role": "tool", "tool_call_id": rid or "", "content": str(payload)}
+        rec = {"conversation_id": conv, "ts": ts, "message": msg}
+    encoding = draw(st.sampled_from(["orjson"] * 6 + ["spaced", "ascii", "trailing_nl"]))
+    if encoding == "spaced":
+        raw = json.dumps(rec, ensure_ascii=False).encode()
+    elif encoding == "ascii":
+        raw = json.dumps(rec, separators=(",", ":")).encode()  # \uXXXX escapes: not orjson's bytes
+    elif encoding == "trailing_nl":
+        raw = orjson.dumps(rec) + b"\n"
+    else:
+        raw = orjson.dumps(rec)
+    return raw, key, arrival
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
+    skew = {c: draw(st.integers(-20_000, 20_000)) for c in CONVS}  # per-conversation clocks
+    cfg = EngineConfig(
+        call_timeout_ms=float(draw(st.sampled_from([1_000, 3_000, 8_000, 600_000]))),
+        result_grace_ms=float(draw(st.sampled_from([0, 500, 2_000, 30_000]))),
+        conversation_ttl_ms=float(draw(st.sampled_from([1_000, 5_000, 3_600_000]))),
+        max_conversations=draw(st.integers(1, 5)),
+        max_calls_per_conversation=draw(st.integers(1, 4)),
+        max_held_bytes=draw(st.sampled_from([3_000, 6_000, 12_000, 2**30])),
+        max_closed_ids_per_conversation=draw(st.integers(0, 4)),
+        max_closed_ids=draw(st.integers(0, 6)),
+    )
+    base = draw(st.lists(records(skew), min_size=1, max_size=40))
+    ops: list[Any] = []
+    for rec in base:
+        ops.append(("feed", rec))
+        roll = draw(st.integers(0, 9))
+        if roll == 0:
+            ops.append(("feed", draw(st.sampled_from(base))))  # a duplicate, anywhere
+        elif roll == 1:
+            ops.append(("advance", float(T0 + draw(st.integers(-30_000, 40_000)))))
+    return cfg, ops
+
+
+def _run_both(cfg: EngineConfig, ops: list[Any]) -> None:
+    py = Pipeline(Engine(cfg))
+    nat = native.NativePipeline(cfg)
+    for i, (op, arg) in enumerate(ops):
+        if op == "feed":
+            raw, key, arrival = arg
+            src = {"file": "in.jsonl", "line": i}
+            want = [orjson.dumps(r) for r in py.feed(raw, src, key=key, arrival_ms=arrival)]
+            got = nat.feed(raw, src, key=key, arrival_ms=arrival)
+        else:
+            want = [orjson.dumps(r) for r in py.advance(arg)]
+            got = nat.advance(arg)
+        assert got == want, f"op {i} {op}: {arg!r}"
+        assert nat.core.held_bytes == py.engine.held_bytes
+        assert nat.core.open_conversations == py.engine.open_conversations
+        assert nat.core.closed_ids == py.engine.closed_ids
+    want = [orjson.dumps(r) for r in py.flush("end_of_input", result_reason="no_call")]
+    assert nat.flush("end_of_input", result_reason="no_call") == want
+    assert nat.summary.as_dict() == py.summary.as_dict()
+    assert dict(nat.core.evictions) == {k: v for k, v in py.engine.evictions.items() if v}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_same_output_bytes_as_the_python_engine(scenario: tuple[EngineConfig, list[Any]]) -> None:
+    _run_both(*scenario)
+
+
+def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
+    """The benchmark's traffic (bench/datagen.py mix) with limits small enough to evict: identical
+    bytes, and every canonical record read natively (none handed to Python)."""
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import datagen  # noqa: PLC0415
+
+    ds = datagen.generate(60, 3000, drain=True)
+    cfg = EngineConfig(
+        call_timeout_ms=20_000, max_conversations=40, max_held_bytes=150_000, max_closed_ids=80
+    )
+    ops = [("feed", (raw, key.decode(), None)) for key, raw in ds.all]
+    _run_both(cfg, ops)
+    nat = native.NativePipeline(cfg)
+    for i, (key, raw) in enumerate(ds.all):
+        nat.feed(raw, {"offset": i}, key=key.decode())
+    assert nat.core.fast_records == nat.summary.events_by_format["canonical"] > 0
+    assert set(nat.fallthrough) == {"other_format"}
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_float_encoding_is_orjsons(x: float) -> None:
+    assert native._native.dumps_float(x) == orjson.dumps(x)
+
+
+@given(st.text())
+def test_string_encoding_is_orjsons(s: str) -> None:
+    assert native._native.dumps_str(s) == orjson.dumps(s)
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(_json, st.sampled_from(["orjson", "spaced", "ascii"]))
+def test_canonical_check_agrees_with_an_orjson_round_trip(value: Any, how: str) -> None:
+    """The splice rule: bytes are kept as they are only when orjson would write them back unchanged."""
+    try:
+        raw = {
+            "orjson": lambda: orjson.dumps(value),
+            "spaced": lambda: json.dumps(value, ensure_ascii=False).encode(),
+            "ascii": lambda: json.dumps(value, separators=(",", ":")).encode(),
+        }[how]()
+        round_trip = orjson.dumps(orjson.loads(raw))
+    except (TypeError, ValueError, OverflowError):
+        return  # not JSON orjson reads (an integer beyond 64 bits, an infinity): nothing to compare
+    assert native._native.is_canonical(raw) == (round_trip == raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1,"a":2}',  # orjson keeps the last: not the same bytes
+        b'{"a":"\\u00e9"}',  # orjson writes the character itself
+        b'{"a":"\\/"}',
+        b'{"a":1.50}',
+        b'{"a":-0}',
+        b'{"a":18446744073709551616}',
+        b'{"a": 1}',
+    ],
+)
+def test_non_canonical_values_are_refused(raw: bytes) -> None:
+    assert not native._native.is_canonical(raw)
