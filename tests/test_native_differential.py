@@ -93,31 +93,58 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
         if ts is not None:
             rec[draw(st.sampled_from(["ts", "timestamp", "created_at"]))] = ts
     elif shape == "anthropic":
-        block = (
-            {
-                "type": "tool_use",
-                "id": rid or "",
-                "name": name,
-                "input": payload if isinstance(payload, dict) else {},
+        n_blocks = draw(st.integers(1, 3))
+        blocks: list[Any] = [{"type": "text", "text": "thinking aloud"}] if draw(st.booleans()) else []
+        for j in range(n_blocks):
+            bid = rid if j == 0 else draw(st.one_of(st.none(), st.sampled_from(IDS)))
+            if is_call:
+                blocks.append(
+                    {
+                        "type": draw(st.sampled_from(["tool_use", "tool_use", "server_tool_use"])),
+                        "id": bid or "",
+                        "name": name,
+                        "input": payload,
+                    }
+                )
+            else:
+                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": bid or "", "content": payload}
+                if draw(st.booleans()):
+                    block["is_error"] = draw(st.booleans())
+                blocks.append(block)
+        msg: dict[str, Any] = {"role": "assistant" if is_call else "user", "content": blocks}
+        if draw(st.booleans()):  # a Claude Code session line
+            rec = {
+                "type": "assistant" if is_call else "user",
+                "sessionId": conv,
+                "timestamp": ts,
+                "message": msg,
             }
-            if is_call
-            else {"type": "tool_result", "tool_use_id": rid or "", "content": str(payload)}
-        )
-        rec = {
-            "conversation_id": conv,
-            "ts": ts,
-            "message": {"role": "assistant" if is_call else "user", "content": [block]},
-        }
+        else:
+            rec = {"conversation_id": conv, "message": msg}
+            rec["ts" if draw(st.booleans()) else "other"] = ts
+            if draw(st.booleans()):
+                msg["ts"] = _iso(ms + 7, "Z")  # read only when the wrapper has no timestamp
     else:
         if is_call:
-            msg: dict[str, Any] = {
+            args = draw(
+                st.one_of(
+                    st.just(orjson.dumps(payload if isinstance(payload, dict) else {"v": payload}).decode()),
+                    st.just(json.dumps({"q": 1, "r": [1, 2]})),  # valid JSON orjson would re-space
+                    st.just("not json {"),
+                    st.just(payload),
+                )
+            )
+            msg = {
                 "role": "assistant",
                 "tool_calls": [
-                    {"id": rid or "", "type": "function", "function": {"name": name, "arguments": "{}"}}
+                    {"id": rid or "", "type": "function", "function": {"name": name, "arguments": args}}
+                    for _ in range(draw(st.integers(1, 2)))
                 ],
             }
         else:
-            msg = {"role": "tool", "tool_call_id": rid or "", "content": str(payload)}
+            msg = {"role": "tool", "tool_call_id": rid or "", "content": payload}
+            if name is not None:
+                msg["name"] = name
         rec = {"conversation_id": conv, "ts": ts, "message": msg}
     encoding = draw(st.sampled_from(["orjson"] * 6 + ["spaced", "ascii", "trailing_nl"]))
     if encoding == "spaced":
@@ -202,8 +229,9 @@ def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
     nat = native.NativePipeline(cfg)
     for i, (key, raw) in enumerate(ds.all):
         nat.feed(raw, {"offset": i}, key=key.decode())
-    assert nat.core.fast_records == nat.summary.events_by_format["canonical"] > 0
+    # the rest is the OpenAI Responses items (5 % of conversations) and the legacy functions API
     assert set(nat.fallthrough) == {"other_format"}
+    assert nat.core.fast_records > 0.85 * nat.records
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False))

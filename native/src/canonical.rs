@@ -19,7 +19,7 @@ pub struct FormatCfg {
 const TS_FIELDS: [&[u8]; 5] = [b"ts", b"timestamp", b"created_at", b"created", b"createTime"];
 const MAX_MS: f64 = 253_402_300_800_000.0;
 
-fn get<'a>(m: &'a [Member<'a>], key: &[u8]) -> Option<&'a Member<'a>> {
+pub fn get<'a>(m: &'a [Member<'a>], key: &[u8]) -> Option<&'a Member<'a>> {
     m.iter().find(|x| x.key == key)
 }
 
@@ -28,18 +28,18 @@ fn py_space(c: char) -> bool {
     c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
 }
 
-fn py_strip(s: &str) -> &str {
+pub fn py_strip(s: &str) -> &str {
     s.trim_matches(py_space)
 }
 
-enum Scalar {
+pub enum Scalar {
     Null,
     Str(String),
     Int(String),
     Other,
 }
 
-fn scalar(b: &[u8], m: Option<&Member>) -> Scalar {
+pub fn scalar(b: &[u8], m: Option<&Member>) -> Scalar {
     let Some(m) = m else { return Scalar::Null };
     let v = &b[m.start..m.end];
     match v[0] {
@@ -53,7 +53,7 @@ fn scalar(b: &[u8], m: Option<&Member>) -> Scalar {
 }
 
 /// `as_id`: None for null/blank, the trimmed string, an integer's decimal text.
-fn as_id(s: Scalar) -> Result<Option<String>, &'static str> {
+pub fn as_id(s: Scalar) -> Result<Option<String>, &'static str> {
     match s {
         Scalar::Null => Ok(None),
         Scalar::Str(t) => {
@@ -65,7 +65,7 @@ fn as_id(s: Scalar) -> Result<Option<String>, &'static str> {
     }
 }
 
-fn conversation_id(b: &[u8], m: &[Member], cfg: &FormatCfg, key: Option<&str>) -> Result<String, &'static str> {
+pub fn conversation_id(b: &[u8], m: &[Member], cfg: &FormatCfg, key: Option<&str>) -> Result<String, &'static str> {
     for (first, rest) in &cfg.conversation_paths {
         let mem = get(m, first.as_bytes());
         let Some(mem) = mem else { continue };
@@ -184,7 +184,7 @@ fn int_epoch_to_ms(v: i128) -> f64 {
 
 /// `record_ts`: the first timestamp field present decides; Err when Python would raise or when
 /// the spelling is one this port does not read.
-fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
+pub fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
     for f in TS_FIELDS {
         let Some(mem) = get(m, f) else { continue };
         let v = &b[mem.start..mem.end];
@@ -208,8 +208,9 @@ fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
     Ok(None)
 }
 
-/// Reads one canonical record. `Ok(event)`, or `Err(reason)` to hand it to Python.
-pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> Result<Event, &'static str> {
+/// Reads one record: a top-level canonical event here, the wrapped message shapes in
+/// messages.rs. `Ok(events)` (never empty), or `Err(reason)` to hand the record to Python.
+pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> Result<Vec<Event>, &'static str> {
     if raw.len() > cfg.max_record_bytes {
         return Err("too_large");
     }
@@ -229,7 +230,7 @@ pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> R
     let is_call = match get(&m, b"type").map(|t| &raw[t.start..t.end]) {
         Some(b"\"tool_call\"") => true,
         Some(b"\"tool_result\"") => false,
-        _ => return Err("other_format"),
+        _ => return crate::messages::parse(raw, &m, source, key, cfg),
     };
     if get(&m, b"message").is_some() {
         return Err("other_format"); // its timestamp may come from the message: left to Python
@@ -241,17 +242,7 @@ pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> R
         _ => get(&m, b"call_id"),
     };
     let id = as_id(scalar(raw, id_mem))?;
-    let name = match scalar(raw, get(&m, b"name")) {
-        Scalar::Str(s) => {
-            let t = py_strip(&s);
-            (!t.is_empty()).then(|| t.to_owned())
-        }
-        Scalar::Null => None,
-        _ => return Err("field_type"),
-    };
-    if is_call && name.is_none() {
-        return Err("missing_name");
-    }
+    let name = as_name(scalar(raw, get(&m, b"name")), is_call)?;
     let is_error: &[u8] = if is_call {
         b""
     } else {
@@ -266,32 +257,67 @@ pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> R
         Some(x) => &raw[x.start..x.end],
         None => b"null",
     };
-    let block = &raw[start..end];
-    let mut side = Vec::with_capacity(payload.len() + block.len() + source.len() + 160);
-    side_prefix(&mut side, id.as_deref(), name.as_deref(), b"canonical", ts_ms, source, 0);
-    if is_call {
-        side.extend_from_slice(b",\"arguments\":");
-        side.extend_from_slice(payload);
-    } else {
-        side.extend_from_slice(b",\"content\":");
-        side.extend_from_slice(payload);
-        side.extend_from_slice(b",\"is_error\":");
-        side.extend_from_slice(is_error);
+    let part = Part { is_call, id, name, payload: payload.into(), is_error, block: &raw[start..end], format: b"canonical" };
+    Ok(vec![part.event(conversation_id, ts_ms, source, 0, raw.len().max(1))])
+}
+
+/// `as_name`: the trimmed name; a call needs one (Python raises: left to it).
+pub fn as_name(s: Scalar, required: bool) -> Result<Option<String>, &'static str> {
+    let name = match s {
+        Scalar::Str(s) => {
+            let t = py_strip(&s);
+            (!t.is_empty()).then(|| t.to_owned())
+        }
+        Scalar::Null => None,
+        _ => return Err("field_type"),
+    };
+    if required && name.is_none() {
+        return Err("missing_name");
     }
-    side.extend_from_slice(b",\"raw\":");
-    side.extend_from_slice(block);
-    side.push(b'}');
-    Ok(Event {
-        is_call,
-        conversation_id,
-        id,
-        name,
-        ts_ms,
-        size: raw.len().max(1),
-        block: 0,
-        side,
-        source: source.to_vec(),
-    })
+    Ok(name)
+}
+
+/// One event as a format reader sees it, before the record-level fields (formats/common.py `Part`);
+/// `payload` and `block` are canonical JSON spliced as they are, `is_error` is encoded JSON.
+pub struct Part<'a> {
+    pub is_call: bool,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub payload: std::borrow::Cow<'a, [u8]>,
+    pub is_error: &'a [u8],
+    pub block: &'a [u8],
+    pub format: &'static [u8],
+}
+
+impl Part<'_> {
+    pub fn event(self, conversation_id: String, ts_ms: Option<f64>, source: &[u8], index: i64, size: usize) -> Event {
+        let mut side = Vec::with_capacity(self.payload.len() + self.block.len() + source.len() + 160);
+        side_prefix(&mut side, self.id.as_deref(), self.name.as_deref(), self.format, ts_ms, source, index);
+        if self.is_call {
+            side.extend_from_slice(b",\"arguments\":");
+            side.extend_from_slice(&self.payload);
+        } else {
+            side.extend_from_slice(b",\"content\":");
+            side.extend_from_slice(&self.payload);
+            side.extend_from_slice(b",\"is_error\":");
+            side.extend_from_slice(self.is_error);
+        }
+        side.extend_from_slice(b",\"raw\":");
+        side.extend_from_slice(self.block);
+        side.push(b'}');
+        Event {
+            is_call: self.is_call,
+            conversation_id,
+            id: self.id,
+            name: self.name,
+            ts_ms,
+            size,
+            block: index,
+            side,
+            source: source.to_vec(),
+            format: std::str::from_utf8(self.format).unwrap_or(""),
+        }
+    }
 }
 
 /// `{"id":..,"name":..,"format":..,"ts":..,"source":..,"block":..` of `ToolEvent.to_side()`.

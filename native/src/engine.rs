@@ -6,9 +6,13 @@
 //! fragments (`Event::side`), so an output record is a concatenation of bytes.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-use indexmap::IndexMap;
+use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
+
+// Insertion-ordered maps with the Fx hash (ids and conversation ids are not attacker-chosen keys
+// of a shared table: one engine serves one partition, and SipHash cost 5 % of the loop).
+type IndexMap<K, V> = indexmap::IndexMap<K, V, FxBuildHasher>;
 
 use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
@@ -45,6 +49,8 @@ pub struct Event {
     pub block: i64,
     pub side: Vec<u8>,
     pub source: Vec<u8>,
+    /// The fast path's format name (for the events-by-format count); "" from `process`.
+    pub format: &'static str,
 }
 
 struct Held {
@@ -80,8 +86,29 @@ struct Conv {
 const NIL: usize = usize::MAX;
 
 /// What the caller receives: encoded records and, per record, the Summary label it counts under.
+#[derive(Default)]
 pub struct Out {
-    pub recs: Vec<Vec<u8>>,
+    pub buf: Vec<u8>,
+    pub ends: Vec<usize>,
+}
+
+impl Out {
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.ends.clear();
+    }
+    /// The encoded records, in order.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&e| {
+            let r = &self.buf[start..e];
+            start = e;
+            r
+        })
+    }
+    fn end_record(&mut self) {
+        self.ends.push(self.buf.len());
+    }
 }
 
 pub struct Engine {
@@ -104,6 +131,7 @@ pub struct Engine {
     pub evictions: IndexMap<&'static str, u64>,
     /// Output records by Summary label: "pair:id", "pair:fifo:name", "orphan_call:timeout", ...
     pub counts: IndexMap<String, u64>,
+    label: String,
 }
 
 impl Engine {
@@ -112,7 +140,7 @@ impl Engine {
             cfg,
             slab: Vec::new(),
             free: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: HashMap::default(),
             lru_head: NIL,
             lru_tail: NIL,
             held: BTreeMap::new(),
@@ -125,8 +153,9 @@ impl Engine {
             held_bytes: 0,
             open_calls: 0,
             pending_results: 0,
-            evictions: IndexMap::new(),
-            counts: IndexMap::new(),
+            evictions: IndexMap::default(),
+            counts: IndexMap::default(),
+            label: String::new(),
         }
     }
 
@@ -340,10 +369,10 @@ impl Engine {
                 }
                 let conv = Conv {
                     cid: cid.to_owned(),
-                    calls_by_id: HashMap::new(),
+                    calls_by_id: HashMap::default(),
                     open_calls: BTreeSet::new(),
-                    pending: IndexMap::new(),
-                    closed: IndexMap::new(),
+                    pending: IndexMap::default(),
+                    closed: IndexMap::default(),
                     last_ts_ms: 0.0,
                     prev: NIL,
                     next: NIL,
@@ -445,7 +474,7 @@ impl Engine {
             self.closed.remove(&stamp);
         }
         if c.closed.is_empty() {
-            c.closed = IndexMap::new();
+            c.closed = IndexMap::default();
         }
     }
 
@@ -522,40 +551,45 @@ impl Engine {
         }
         let (cev, rev) = (&call.ev, &result.ev);
         let cid = &self.conv(conv).cid;
-        let mut r = Vec::with_capacity(cev.side.len() + rev.side.len() + 256);
+        let r = &mut out.buf;
         r.extend_from_slice(b"{\"kind\":\"pair\",\"pair_id\":\"");
         r.extend_from_slice(pair_id(cid, cev).as_bytes());
         r.extend_from_slice(b"\",\"match\":\"");
         r.extend_from_slice(how.as_bytes());
         r.extend_from_slice(b"\",\"fifo_by\":");
         match fifo_by {
-            Some(b) => write_str(&mut r, b),
+            Some(b) => write_str(r, b),
             None => r.extend_from_slice(b"null"),
         }
         r.extend_from_slice(b",\"conversation_id\":");
-        write_str(&mut r, cid);
+        write_str(r, cid);
         r.extend_from_slice(b",\"tool\":");
-        write_opt_str(&mut r, cev.name.as_deref().or(rev.name.as_deref()));
+        write_opt_str(r, cev.name.as_deref().or(rev.name.as_deref()));
         r.extend_from_slice(b",\"call\":");
         r.extend_from_slice(&cev.side);
         r.extend_from_slice(b",\"result\":");
         r.extend_from_slice(&rev.side);
         r.extend_from_slice(b",\"call_ts\":");
-        write_ts(&mut r, Some(call.ts_ms));
+        write_ts(r, Some(call.ts_ms));
         r.extend_from_slice(b",\"result_ts\":");
-        write_ts(&mut r, Some(result.ts_ms));
+        write_ts(r, Some(result.ts_ms));
         r.extend_from_slice(b",\"latency_ms\":");
         match (cev.ts_ms, rev.ts_ms) {
-            (Some(a), Some(b)) => write_f64(&mut r, b - a),
+            (Some(a), Some(b)) => write_f64(r, b - a),
             _ => r.extend_from_slice(b"null"),
         }
         r.push(b'}');
-        out.recs.push(r);
-        let label = match fifo_by {
-            None => format!("pair:{how}"),
-            Some(b) => format!("pair:{how}:{b}"),
-        };
+        out.end_record();
+        let mut label = std::mem::take(&mut self.label);
+        label.clear();
+        label.push_str("pair:");
+        label.push_str(how);
+        if let Some(b) = fifo_by {
+            label.push(':');
+            label.push_str(b);
+        }
         self.count(&label);
+        self.label = label;
     }
 
     fn emit_orphan_seq(&mut self, seq: u64, reason: &str, out: &mut Out) {
@@ -574,24 +608,29 @@ impl Engine {
         }
         let ev = &h.ev;
         let kind = if ev.is_call { "orphan_call" } else { "orphan_result" };
-        let mut r = Vec::with_capacity(ev.side.len() + ev.source.len() + 160);
+        let r = &mut out.buf;
         r.extend_from_slice(b"{\"kind\":\"");
         r.extend_from_slice(kind.as_bytes());
         r.extend_from_slice(b"\",\"reason\":");
-        write_str(&mut r, reason);
+        write_str(r, reason);
         r.extend_from_slice(b",\"conversation_id\":");
-        write_str(&mut r, &self.conv(h.conv).cid);
+        write_str(r, &self.conv(h.conv).cid);
         r.extend_from_slice(b",\"tool\":");
-        write_opt_str(&mut r, ev.name.as_deref());
+        write_opt_str(r, ev.name.as_deref());
         r.extend_from_slice(b",\"ts\":");
-        write_ts(&mut r, Some(h.ts_ms));
+        write_ts(r, Some(h.ts_ms));
         r.extend_from_slice(b",\"event\":");
         r.extend_from_slice(&ev.side);
         r.extend_from_slice(b",\"source\":");
         r.extend_from_slice(&ev.source);
         r.push(b'}');
-        out.recs.push(r);
-        let label = format!("{kind}:{reason}");
+        out.end_record();
+        let mut label = std::mem::take(&mut self.label);
+        label.clear();
+        label.push_str(kind);
+        label.push(':');
+        label.push_str(reason);
         self.count(&label);
+        self.label = label;
     }
 }

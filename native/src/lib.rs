@@ -6,6 +6,7 @@
 //! share one pairing state.
 
 mod canonical;
+mod messages;
 mod engine;
 mod out;
 mod pairid;
@@ -26,13 +27,15 @@ struct Core {
     fallthrough: IndexMap<&'static str, u64>,
     events: IndexMap<&'static str, u64>,
     events_by_format: IndexMap<String, u64>,
+    /// Reused between calls: one buffer for all output records of a call.
+    out: Out,
 }
 
-fn to_list<'py>(py: Python<'py>, out: Out) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, out.recs.iter().map(|r| PyBytes::new(py, r)))
+fn to_list<'py>(py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, out.records().collect::<Vec<_>>().into_iter().map(|r| PyBytes::new(py, r)))
 }
 
-fn counter<'py, K: AsRef<str>>(py: Python<'py>, m: &IndexMap<K, u64>) -> PyResult<Bound<'py, PyDict>> {
+fn counter<'py, K: AsRef<str>, S>(py: Python<'py>, m: &IndexMap<K, u64, S>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in m {
         d.set_item(k.as_ref(), *v)?;
@@ -94,6 +97,7 @@ impl Core {
             fallthrough: IndexMap::new(),
             events: IndexMap::new(),
             events_by_format: IndexMap::new(),
+            out: Out::default(),
         }
     }
 
@@ -109,12 +113,17 @@ impl Core {
         arrival_ms: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         match canonical::parse(raw, source, key, &self.fmt) {
-            Ok(ev) => {
+            Ok(events) => {
                 self.fast_records += 1;
-                self.count_event(ev.is_call, "canonical");
-                let mut out = Out { recs: Vec::new() };
-                self.engine.process(ev, arrival_ms, &mut out);
-                Ok(Some(to_list(py, out)?))
+                let mut out = std::mem::take(&mut self.out);
+                out.clear();
+                for ev in events {
+                    self.count_event(ev.is_call, ev.format);
+                    self.engine.process(ev, arrival_ms, &mut out);
+                }
+                let list = to_list(py, &out);
+                self.out = out;
+                Ok(Some(list?))
             }
             Err(reason) => {
                 *self.fallthrough.entry(reason).or_insert(0) += 1;
@@ -162,23 +171,32 @@ impl Core {
         side.extend_from_slice(raw);
         side.push(b'}');
         self.count_event(is_call, format);
-        let ev = Event { is_call, conversation_id, id, name, ts_ms, size, block, side, source: source.to_vec() };
-        let mut out = Out { recs: Vec::new() };
+        let ev = Event { is_call, conversation_id, id, name, ts_ms, size, block, side, source: source.to_vec(), format: "" };
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
         self.engine.process(ev, arrival_ms, &mut out);
-        to_list(py, out)
+        let list = to_list(py, &out);
+        self.out = out;
+        list
     }
 
     fn advance<'py>(&mut self, py: Python<'py>, now_ms: f64) -> PyResult<Bound<'py, PyList>> {
-        let mut out = Out { recs: Vec::new() };
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
         self.engine.advance(now_ms, &mut out);
-        to_list(py, out)
+        let list = to_list(py, &out);
+        self.out = out;
+        list
     }
 
     #[pyo3(signature = (reason="shutdown", result_reason=None))]
     fn flush<'py>(&mut self, py: Python<'py>, reason: &str, result_reason: Option<&str>) -> PyResult<Bound<'py, PyList>> {
-        let mut out = Out { recs: Vec::new() };
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
         self.engine.flush(reason, result_reason, &mut out);
-        to_list(py, out)
+        let list = to_list(py, &out);
+        self.out = out;
+        list
     }
 
     fn discard(&mut self) -> usize {

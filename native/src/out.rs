@@ -160,15 +160,21 @@ pub fn write_ts(out: &mut Vec<u8>, ts_ms: Option<f64>) {
         out.extend_from_slice(b"null");
         return;
     }
-    let text = format!(
-        "\"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z\"",
-        y,
-        mo,
-        d,
-        tod / 3600,
-        (tod / 60) % 60,
-        tod % 60,
-        milli
-    );
-    out.extend_from_slice(text.as_bytes());
+    let mut t = *b"\"0000-00-00T00:00:00.000Z\"";
+    put(&mut t[1..5], y as u32);
+    put(&mut t[6..8], mo);
+    put(&mut t[9..11], d);
+    put(&mut t[12..14], (tod / 3600) as u32);
+    put(&mut t[15..17], ((tod / 60) % 60) as u32);
+    put(&mut t[18..20], (tod % 60) as u32);
+    put(&mut t[21..24], milli as u32);
+    out.extend_from_slice(&t);
+}
+
+/// Writes `v` as zero-padded decimal digits filling `dst`.
+fn put(dst: &mut [u8], mut v: u32) {
+    for c in dst.iter_mut().rev() {
+        *c = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
 }

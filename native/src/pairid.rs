@@ -24,9 +24,11 @@ pub fn pair_id(conversation_id: &str, call: &Event) -> String {
     }
     let mut d = [0u8; 12];
     h.finalize_variable(&mut d).expect("digest size");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(24);
     for b in d {
-        s.push_str(&format!("{b:02x}"));
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
     }
     s
 }

@@ -95,6 +95,14 @@ pub fn string(b: &[u8], pos: usize) -> Option<usize> {
     }
     let mut p = pos + 1;
     loop {
+        // Skip 8 plain bytes at a time (no quote, backslash or control character among them).
+        while let Some(chunk) = b.get(p..p + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().ok()?);
+            if special(x) {
+                break;
+            }
+            p += 8;
+        }
         let c = *b.get(p)?;
         match c {
             b'"' => return Some(p + 1),
@@ -119,6 +127,18 @@ pub fn string(b: &[u8], pos: usize) -> Option<usize> {
             _ => p += 1,
         }
     }
+}
+
+/// Whether any byte of `x` is `"`, `\\` or below 0x20 (bit tricks on 8 bytes at once).
+#[inline]
+fn special(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let quote = has_zero(x ^ (ONES * b'"' as u64));
+    let backslash = has_zero(x ^ (ONES * b'\\' as u64));
+    let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+    (quote | backslash | control) != 0
 }
 
 fn hexval(c: u8) -> Option<u8> {
@@ -232,4 +252,22 @@ pub fn unescape(raw: &[u8]) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The (start, end) ranges of the elements of an array already validated by `value`.
+pub fn elements(b: &[u8], start: usize) -> Option<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    let mut p = start + 1;
+    if *b.get(p)? == b']' {
+        return Some(out);
+    }
+    loop {
+        let end = value(b, p, 0, None)?;
+        out.push((p, end));
+        match *b.get(end)? {
+            b',' => p = end + 1,
+            b']' => return Some(out),
+            _ => return None,
+        }
+    }
 }
