@@ -230,6 +230,12 @@ pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> R
     let is_call = match get(&m, b"type").map(|t| &raw[t.start..t.end]) {
         Some(b"\"tool_call\"") => true,
         Some(b"\"tool_result\"") => false,
+        Some(
+            b"\"function_call\""
+            | b"\"function_call_output\""
+            | b"\"custom_tool_call\""
+            | b"\"custom_tool_call_output\"",
+        ) => return crate::messages::responses_item(raw, &m, (start, end), source, key, cfg),
         _ => return crate::messages::parse(raw, &m, source, key, cfg),
     };
     if get(&m, b"message").is_some() {

@@ -19,6 +19,51 @@ fn is_obj(b: &[u8], x: &Member) -> bool {
     b[x.start] == b'{'
 }
 
+/// A top-level OpenAI Responses tool item (`openai.responses_item`, all but `mcp_call`).
+pub fn responses_item(
+    raw: &[u8],
+    top: &[Member],
+    block: (usize, usize),
+    source: &[u8],
+    key: Option<&str>,
+    cfg: &FormatCfg,
+) -> Result<Vec<Event>, &'static str> {
+    let t = get(top, b"type").map(|t| &raw[t.start..t.end]).ok_or("other_format")?;
+    if get(top, b"message").is_some() {
+        return Err("other_format"); // its timestamp may come from the message: left to Python
+    }
+    let field = |k: &[u8]| get(top, k).map_or(&b"null"[..], |x| &raw[x.start..x.end]);
+    let id = as_id(scalar(raw, get(top, b"call_id")))?;
+    let part = match t {
+        b"\"function_call\"" | b"\"custom_tool_call\"" => Part {
+            is_call: true,
+            id,
+            name: as_name(scalar(raw, get(top, b"name")), true)?,
+            payload: if t == b"\"function_call\"" {
+                arguments(raw, get(top, b"arguments"))?
+            } else {
+                field(b"input").into()
+            },
+            is_error: b"",
+            block: &raw[block.0..block.1],
+            format: b"openai_responses",
+        },
+        b"\"function_call_output\"" | b"\"custom_tool_call_output\"" => Part {
+            is_call: false,
+            id,
+            name: None,
+            payload: field(b"output").into(),
+            is_error: b"null",
+            block: &raw[block.0..block.1],
+            format: b"openai_responses",
+        },
+        _ => return Err("other_format"),
+    };
+    let conversation_id = conversation_id(raw, top, cfg, key)?;
+    let ts_ms = record_ts(raw, top)?;
+    Ok(vec![part.event(conversation_id, ts_ms, source, 0, raw.len().max(1))])
+}
+
 pub fn parse(
     raw: &[u8],
     top: &[Member],
@@ -78,11 +123,27 @@ fn message<'a>(
     msg: &Member,
     anthropic_format: &'static [u8],
 ) -> Result<Vec<Part<'a>>, &'static str> {
-    if get(mm, b"parts").is_some() || present(mm, b, b"function_call").is_some() {
+    if get(mm, b"parts").is_some() {
         return Err("other_format");
     }
     if let Some(tc) = present(mm, b, b"tool_calls") {
         return chat_calls(b, tc);
+    }
+    if let Some(fc) = present(mm, b, b"function_call") {
+        // The legacy functions API: no ids at all, the whole message is the block.
+        if !is_obj(b, fc) {
+            return Err("field_type");
+        }
+        let fm = scan::members(b, fc.start).ok_or("not_canonical")?;
+        return Ok(vec![Part {
+            is_call: true,
+            id: None,
+            name: as_name(scalar(b, get(&fm, b"name")), true)?,
+            payload: arguments(b, get(&fm, b"arguments"))?,
+            is_error: b"",
+            block: &b[msg.start..msg.end],
+            format: b"openai_legacy",
+        }]);
     }
     let role = get(mm, b"role").map(|r| &b[r.start..r.end]);
     if role == Some(b"\"tool\"") {
@@ -98,7 +159,16 @@ fn message<'a>(
         }]);
     }
     if role == Some(b"\"function\"") {
-        return Err("other_format");
+        let payload: &[u8] = get(mm, b"content").map_or(b"null", |c| &b[c.start..c.end]);
+        return Ok(vec![Part {
+            is_call: false,
+            id: None,
+            name: as_name(scalar(b, get(mm, b"name")), false)?,
+            payload: payload.into(),
+            is_error: b"null",
+            block: &b[msg.start..msg.end],
+            format: b"openai_legacy",
+        }]);
     }
     match get(mm, b"content") {
         Some(c) if b[c.start] == b'[' => anthropic_blocks(b, c, anthropic_format),
@@ -164,11 +234,7 @@ fn chat_calls<'a>(b: &'a [u8], tool_calls: &Member) -> Result<Vec<Part<'a>>, &'s
         let tm = scan::members(b, s).ok_or("not_canonical")?;
         let f = present(&tm, b, b"function").filter(|x| is_obj(b, x)).ok_or("other_format")?;
         let fm = scan::members(b, f.start).ok_or("not_canonical")?;
-        let payload: Cow<'a, [u8]> = match get(&fm, b"arguments") {
-            None => Cow::Borrowed(b"null"),
-            Some(a) if b[a.start] == b'"' => Cow::Owned(decode_arguments(&b[a.start + 1..a.end - 1])?),
-            Some(a) => Cow::Borrowed(&b[a.start..a.end]),
-        };
+        let payload = arguments(b, get(&fm, b"arguments"))?;
         out.push(Part {
             is_call: true,
             id: as_id(scalar(b, get(&tm, b"id")))?,
@@ -180,6 +246,15 @@ fn chat_calls<'a>(b: &'a [u8], tool_calls: &Member) -> Result<Vec<Part<'a>>, &'s
         });
     }
     Ok(out)
+}
+
+/// `decode_arguments(value)` of an `arguments` member (absent: null).
+pub fn arguments<'a>(b: &'a [u8], a: Option<&Member>) -> Result<Cow<'a, [u8]>, &'static str> {
+    Ok(match a {
+        None => Cow::Borrowed(b"null"),
+        Some(a) if b[a.start] == b'"' => Cow::Owned(decode_arguments(&b[a.start + 1..a.end - 1])?),
+        Some(a) => Cow::Borrowed(&b[a.start..a.end]),
+    })
 }
 
 /// `decode_arguments` of a JSON-encoded object: its text, when that text is exactly what orjson
