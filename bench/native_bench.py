@@ -108,7 +108,7 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
             times[v].append(run(step, recs, len(warm)))
             if v == "native":
                 p = NATIVE[0]
-                share = f"fast path read {p.core.fast_records / p.records:.0%} of records"
+                share = f"fast path read {p.core.fast_records / p.core.records:.0%} of records"
             del step
             NATIVE.clear()
             gc.collect()

@@ -14,7 +14,7 @@ mod scan;
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString};
 
 use canonical::FormatCfg;
 use engine::{Config, Engine, Event, Out};
@@ -29,6 +29,9 @@ struct Core {
     events_by_format: IndexMap<String, u64>,
     /// Reused between calls: one buffer for all output records of a call.
     out: Out,
+    records: u64,
+    fallback: Option<PyObject>,
+    dumps: PyObject,
 }
 
 fn to_list<'py>(py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
@@ -44,6 +47,42 @@ fn counter<'py, K: AsRef<str>, S>(py: Python<'py>, m: &IndexMap<K, u64, S>) -> P
 }
 
 impl Core {
+    /// The source dict as orjson encodes it: written here for the usual lineage dicts (string
+    /// keys, string or integer values), by orjson.dumps for anything else.
+    fn encode_source(&self, source: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+        if let Ok(d) = source.downcast_exact::<PyDict>() {
+            let mut v = Vec::with_capacity(64);
+            v.push(b'{');
+            let mut plain = true;
+            for (i, (k, val)) in d.iter().enumerate() {
+                let Ok(k) = k.downcast_exact::<PyString>() else {
+                    plain = false;
+                    break;
+                };
+                if i > 0 {
+                    v.push(b',');
+                }
+                out::write_str(&mut v, k.to_str()?);
+                v.push(b':');
+                if let Ok(s) = val.downcast_exact::<PyString>() {
+                    out::write_str(&mut v, s.to_str()?);
+                } else if let (true, Ok(n)) = (val.is_exact_instance_of::<PyInt>(), val.extract::<i64>()) {
+                    v.extend_from_slice(n.to_string().as_bytes());
+                } else {
+                    plain = false;
+                    break;
+                }
+            }
+            if plain {
+                v.push(b'}');
+                return Ok(v);
+            }
+        }
+        let py = source.py();
+        let encoded = self.dumps.bind(py).call1((source,))?;
+        Ok(encoded.downcast::<PyBytes>()?.as_bytes().to_vec())
+    }
+
     fn count_event(&mut self, is_call: bool, format: &str) {
         *self.events.entry(if is_call { "tool_call" } else { "tool_result" }).or_insert(0) += 1;
         if let Some(n) = self.events_by_format.get_mut(format) {
@@ -72,7 +111,9 @@ impl Core {
         max_closed_ids: usize,
         conversation_fields: Vec<String>,
         max_record_bytes: usize,
-    ) -> Self {
+        py: Python<'_>,
+    ) -> PyResult<Self> {
+        let dumps = py.import("orjson")?.getattr("dumps")?.unbind();
         let conversation_paths = conversation_fields
             .iter()
             .map(|f| {
@@ -81,7 +122,7 @@ impl Core {
                 (first, parts.collect())
             })
             .collect();
-        Core {
+        Ok(Core {
             engine: Engine::new(Config {
                 call_timeout_ms,
                 result_grace_ms,
@@ -98,38 +139,60 @@ impl Core {
             events: IndexMap::new(),
             events_by_format: IndexMap::new(),
             out: Out::default(),
+            records: 0,
+            fallback: None,
+            dumps,
+        })
+    }
+
+    /// One raw record: `Pipeline.feed`'s signature, the encoded output records as the result.
+    /// A record the fast path does not read is counted in `fallthrough` by reason and passed,
+    /// with its encoded source, to the fallback set by `set_fallback` (the Python format layer),
+    /// whose result is returned. The whole call runs here: no Python frame on the fast path.
+    #[pyo3(signature = (raw, source, *, key=None, arrival_ms=None))]
+    fn feed<'py>(
+        slf: &Bound<'py, Self>,
+        raw: &[u8],
+        source: &Bound<'py, PyAny>,
+        key: Option<&str>,
+        arrival_ms: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let (reason, src) = {
+            let mut me = slf.borrow_mut();
+            me.records += 1;
+            let src = me.encode_source(source)?;
+            match canonical::parse(raw, &src, key, &me.fmt) {
+                Ok(events) => {
+                    me.fast_records += 1;
+                    let mut out = std::mem::take(&mut me.out);
+                    out.clear();
+                    for ev in events {
+                        me.count_event(ev.is_call, ev.format);
+                        me.engine.process(ev, arrival_ms, &mut out);
+                    }
+                    let list = to_list(py, &out);
+                    me.out = out;
+                    return Ok(list?.into_any());
+                }
+                Err(reason) => (reason, src),
+            }
+        };
+        let fallback = {
+            let mut me = slf.borrow_mut();
+            *me.fallthrough.entry(reason).or_insert(0) += 1;
+            me.fallback.as_ref().map(|f| f.clone_ref(py))
+        };
+        match fallback {
+            Some(f) => f.bind(py).call1((PyBytes::new(py, raw), source, key, arrival_ms, PyBytes::new(py, &src))),
+            None => Err(pyo3::exceptions::PyRuntimeError::new_err("no fallback set for records the fast path does not read")),
         }
     }
 
-    /// One raw record. A list of encoded output records, or None when the record must go
-    /// through the Python format layer (counted in `fallthrough` by reason).
-    #[pyo3(signature = (raw, source, key=None, arrival_ms=None))]
-    fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
-        raw: &[u8],
-        source: &[u8],
-        key: Option<&str>,
-        arrival_ms: Option<f64>,
-    ) -> PyResult<Option<Bound<'py, PyList>>> {
-        match canonical::parse(raw, source, key, &self.fmt) {
-            Ok(events) => {
-                self.fast_records += 1;
-                let mut out = std::mem::take(&mut self.out);
-                out.clear();
-                for ev in events {
-                    self.count_event(ev.is_call, ev.format);
-                    self.engine.process(ev, arrival_ms, &mut out);
-                }
-                let list = to_list(py, &out);
-                self.out = out;
-                Ok(Some(list?))
-            }
-            Err(reason) => {
-                *self.fallthrough.entry(reason).or_insert(0) += 1;
-                Ok(None)
-            }
-        }
+    /// The callable for records the fast path does not read:
+    /// `fallback(raw, source, key, arrival_ms, encoded_source) -> list[bytes]`.
+    fn set_fallback(&mut self, fallback: PyObject) {
+        self.fallback = Some(fallback);
     }
 
     /// One event read by the Python format layer; payload, raw block and source come encoded.
@@ -230,6 +293,10 @@ impl Core {
     #[getter]
     fn now_ms(&self) -> f64 {
         self.engine.now_ms
+    }
+    #[getter]
+    fn records(&self) -> u64 {
+        self.records
     }
     #[getter]
     fn fast_records(&self) -> u64 {

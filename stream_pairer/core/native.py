@@ -25,6 +25,7 @@ and callers use the Python `Pipeline`; nothing else changes.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -50,8 +51,9 @@ class NativeUnavailable(RuntimeError):
 
 
 class NativePipeline:
-    """Parse -> pair -> encode in the compiled core. Same inputs as `Pipeline.feed`; the outputs
-    are the encoded records (bytes), in the order `Pipeline.feed` returns them."""
+    """Parse -> pair -> encode in the compiled core. `feed(raw, source, *, key=None,
+    arrival_ms=None)` takes what `Pipeline.feed` takes and returns the encoded records (bytes),
+    in the order `Pipeline.feed` returns them."""
 
     def __init__(self, config: EngineConfig | None = None, format_config: FormatConfig = DEFAULT_CONFIG):
         if _native is None:
@@ -71,19 +73,17 @@ class NativePipeline:
             conversation_fields=list(format_config.conversation_fields),
             max_record_bytes=format_config.max_record_bytes,
         )
-        self.records = 0
+        self.core.set_fallback(self._python_path)
+        # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.
+        self.feed: Callable[..., list[bytes]] = self.core.feed
         self.skipped = 0
         self.dead_letters: Counter[str] = Counter()
 
-    def feed(
-        self, raw: bytes, source: Source, *, key: str | None = None, arrival_ms: float | None = None
+    def _python_path(
+        self, raw: bytes, source: Source, key: str | None, arrival_ms: float | None, src: bytes
     ) -> list[bytes]:
-        self.records += 1
-        src = orjson.dumps(source)
-        core = self.core
-        out: list[bytes] | None = core.feed(raw, src, key, arrival_ms)
-        if out is not None:
-            return out
+        """A record the fast path did not read: the Python format layer reads it, and its events
+        go into the same compiled state as pre-encoded JSON fragments."""
         try:
             events = parse_record(raw, source, key=key, config=self.format_config)
         except FormatError as err:
@@ -92,11 +92,12 @@ class NativePipeline:
         if not events:
             self.skipped += 1
             return []
-        out = []
+        out: list[bytes] = []
         dumps = orjson.dumps
+        process = self.core.process
         for ev in events:
             out.extend(
-                core.process(
+                process(
                     ev.is_call,
                     ev.conversation_id,
                     ev.id,
@@ -130,7 +131,7 @@ class NativePipeline:
     @property
     def summary(self) -> Summary:
         """The same Summary `Pipeline` keeps, assembled from the core's counters."""
-        s = Summary(records=self.records, skipped=self.skipped)
+        s = Summary(records=self.core.records, skipped=self.skipped)
         s.events.update(self.core.events)
         s.events_by_format.update(self.core.events_by_format)
         s.dead_letters.update(self.dead_letters)
