@@ -80,6 +80,13 @@ class OutputWriter:
         for rec in records:
             by_kind[rec["kind"]].write(dumps(rec) + b"\n")
 
+    def write_encoded(self, records: list[bytes]) -> None:
+        """Records already encoded (the compiled core's output): routed by their leading
+        `{"kind":"..."` field, which both engines always write first."""
+        by_kind = self._by_kind
+        for rec in records:
+            by_kind[rec[9 : rec.index(b'"', 9)].decode()].write(rec + b"\n")
+
     def close(self) -> None:
         for f in self._files.values():
             f.close()

@@ -46,6 +46,26 @@ def available() -> bool:
     return _native is not None
 
 
+def choose_engine(requested: str, *, tagging: bool) -> str:
+    """ "python" or "native" for `--engine auto|python|native`. `auto` takes the compiled core only
+    where it can give the same records: built here, and failure tagging off (not ported yet).
+    Raises ValueError, with the fix in the message, when `native` is asked for and cannot run."""
+    if requested == "python":
+        return "python"
+    if requested == "native":
+        if _native is None:
+            raise ValueError(
+                "--engine native: the compiled core (stream_pairer._native) is not built in this "
+                "install; install with a Rust toolchain (README, Compiled core) or use --engine python"
+            )
+        if tagging:
+            raise ValueError("--engine native does not tag failure points yet: add --no-tagging")
+        return "native"
+    if requested == "auto":
+        return "native" if _native is not None and not tagging else "python"
+    raise ValueError(f"unknown engine {requested!r}: expected auto, python or native")
+
+
 class NativeUnavailable(RuntimeError):
     """NativePipeline was asked for where the extension module is not built."""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from stream_pairer.adapters.files import InputError, OutputWriter, read_lines
 from stream_pairer.cli.options import (
@@ -16,6 +17,7 @@ from stream_pairer.cli.options import (
     tagger_from_args,
 )
 from stream_pairer.core.engine import Engine
+from stream_pairer.core.native import NativePipeline, choose_engine
 from stream_pairer.core.pipeline import Pipeline, Summary
 from stream_pairer.ops.gctune import tune_gc
 
@@ -31,15 +33,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--summary-json", type=Path, default=None, help="also write the summary as JSON to this file"
     )
+    parser.add_argument(
+        "--engine",
+        choices=["auto", "python", "native"],
+        default="auto",
+        help="pairing engine: the compiled core (native) or the Python one; auto takes the compiled "
+        "core when it is built and --no-tagging is given, else Python (same output records)",
+    )
+    parser.add_argument(
+        "--no-tagging",
+        action="store_true",
+        help="no failure-point tagging: records carry no outcome/failure fields",
+    )
     add_engine_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
+    pipeline: Pipeline | NativePipeline
     try:
-        tagger = tagger_from_args(args)
-        engine = Engine(engine_config_from_args(args), tagger=tagger)
-        pipeline = Pipeline(engine, format_config_from_args(args))
+        engine_config = engine_config_from_args(args)
+        format_config = format_config_from_args(args)
+        if choose_engine(args.engine, tagging=not args.no_tagging) == "native":
+            pipeline = NativePipeline(engine_config, format_config)
+        else:
+            tagger = None if args.no_tagging else tagger_from_args(args)
+            pipeline = Pipeline(Engine(engine_config, tagger=tagger), format_config)
     except (OSError, ValueError) as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2
@@ -47,17 +66,22 @@ def run(args: argparse.Namespace) -> int:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
     started = time.monotonic()
-    progress = _Progress(None if args.quiet else sys.stderr, started)
+    progress = _Progress(None if args.quiet else sys.stderr, started, lambda: pipeline.summary)
     try:
         with OutputWriter(args.out) as writer:
+            # Both engines take the same input; the compiled one returns records already encoded.
+            write: Callable[[Any], None] = (
+                writer.write_encoded if isinstance(pipeline, NativePipeline) else writer.write
+            )
+            feed = pipeline.feed
             for name in args.inputs:
                 source_name = "<stdin>" if name == "-" else name
                 for lineno, line in read_lines(name):
-                    writer.write(pipeline.feed(line, {"file": source_name, "line": lineno}))
-                    progress.tick(pipeline.summary)
+                    write(feed(line, {"file": source_name, "line": lineno}))
+                    progress.tick()
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
-            writer.write(pipeline.flush("end_of_input", result_reason="no_call"))
+            write(pipeline.flush("end_of_input", result_reason="no_call"))
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 1
@@ -76,14 +100,15 @@ def run(args: argparse.Namespace) -> int:
 class _Progress:
     """A progress line on stderr for long inputs: only after the first PROGRESS_EVERY_S seconds."""
 
-    def __init__(self, stream: TextIO | None, started: float) -> None:
+    def __init__(self, stream: TextIO | None, started: float, summary: Callable[[], Summary]) -> None:
         self.stream = stream
+        self.summary = summary  # called only when a line is printed (the native one is assembled)
         self.started = started
         self.next_at = started + PROGRESS_EVERY_S
         self.shown = False
         self._n = 0
 
-    def tick(self, summary: Summary) -> None:
+    def tick(self) -> None:
         self._n += 1
         if self.stream is None or self._n & 1023:
             return
@@ -91,6 +116,7 @@ class _Progress:
         if now < self.next_at:
             return
         self.next_at = now + PROGRESS_EVERY_S
+        summary = self.summary()
         rate = summary.records / max(now - self.started, 1e-9)
         end = "\r" if self.stream.isatty() else "\n"
         self.stream.write(f"stream-pairer: {summary.records:,} records, {rate:,.0f}/s{end}")
