@@ -2,7 +2,7 @@
 
 The dashboard is generated rather than hand-edited so that every panel uses the same label
 selector and data source variable, and so that the orphan-rate threshold comes from one constant
-that must equal the StreamPairerOrphanRateHigh alert (tests/test_dashboard.py checks both, and
+that must equal the StreamPairerOrphanRateHigh alert (tests/ops/test_dashboard.py checks both, and
 that the committed JSON is exactly this script's output):
 
     python grafana/make_dashboard.py > grafana/dashboards/stream-pairer.json

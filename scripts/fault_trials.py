@@ -53,7 +53,8 @@ import kafka_broker  # noqa: E402 - path set just above
 from kafka_broker import KafkaBroker, KafkaCluster, free_ports  # noqa: E402
 
 from stream_pairer.analysis.audit import Auditor, AuditReport, render  # noqa: E402
-from stream_pairer.cli.commands.audit import AuditReadError, audit_topics  # noqa: E402
+from stream_pairer.cli.commands.audit import audit_topics  # noqa: E402
+from stream_pairer.errors import AuditReadError  # noqa: E402
 
 # Trial timings. Calls that never get a result are emitted after CALL_TIMEOUT_S of stream time,
 # so a trial is complete a few seconds after its input stops.

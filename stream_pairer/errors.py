@@ -1,9 +1,15 @@
-"""One exception tree for the Kafka sidecar, with a `retriable` flag like aiokafka's own errors.
+"""The one exception tree of stream-pairer, rooted at `StreamPairerError`, with aiokafka's `retriable` idea.
 
-Why a tree of our own: the sidecar's loop decides between three reactions (retry the same step after
-a backoff, rebuild a partition by replay, give the partition up) and should not have to know the 90
-aiokafka error classes to do so. `classify()` maps whatever the client raised onto this tree once,
-at the boundary; everything above it reads `err.retriable` and the class.
+Why one root: a caller that wants "anything stream-pairer raised on purpose" catches one class, and
+every reaction the code takes is read from the class and its `retriable` flag, never from a message.
+Why a tree of our own for the Kafka sidecar: its loop decides between three reactions (retry the same
+step after a backoff, rebuild a partition by replay, give the partition up) and should not have to
+know the 90 aiokafka error classes to do so. `stream_pairer.adapters.kafka.errors.classify()` maps
+whatever the client raised onto this tree once, at the boundary; everything above it reads
+`err.retriable` and the class.
+
+Pure on purpose (no imports from the package or from aiokafka): every layer may import it, which the
+import-linter contracts in pyproject.toml enforce.
 """
 
 from __future__ import annotations
@@ -11,11 +17,44 @@ from __future__ import annotations
 from typing import ClassVar
 
 
-class SidecarError(Exception):
+class StreamPairerError(Exception):
     """Base class. `retriable`: the same operation may succeed later (the broker came back, a leader
     was elected); otherwise retrying it unchanged cannot help."""
 
     retriable: ClassVar[bool] = False
+
+
+# ---------------------------------------------------------------------------------------------- input
+
+
+class FormatError(StreamPairerError, ValueError):
+    """A record that cannot be read. `reason` is a short stable code (a metric label value);
+    `detail` is the human sentence that says exactly what was wrong. Still a ValueError, which is
+    what it was before the tree had a root."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class ToolSchemaError(StreamPairerError, ValueError):
+    """A tool definition file that cannot be used. The message names the file and the tool."""
+
+
+class InputError(StreamPairerError):
+    """An input file that cannot be opened or read: the one case where the job exits non-zero."""
+
+
+class AuditReadError(StreamPairerError):
+    """Topics that cannot be read to their end (missing input topic, broker gone, timeout)."""
+
+
+# ---------------------------------------------------------------------------------------- the sidecar
+
+
+class SidecarError(StreamPairerError):
+    """Base class of what the Kafka sidecar raises and reacts to."""
 
 
 class ConfigError(SidecarError):
@@ -49,28 +88,3 @@ class Fenced(SidecarError):
 
 class CheckpointError(SidecarError):
     """A replay checkpoint could not be decoded; the partition falls back to a plain replay."""
-
-
-def classify(err: BaseException, *, during: str) -> SidecarError:
-    """Map an aiokafka (or OS) error raised `during` an operation onto the sidecar's tree."""
-    from aiokafka import errors as ak  # noqa: PLC0415 - keep this module importable without aiokafka
-
-    if isinstance(err, SidecarError):
-        return err
-    text = str(err)
-    name = type(err).__name__
-    detail = f"{during}: {text}" if text.startswith(name) else f"{during}: {name}: {text}"
-    if isinstance(err, ak.ProducerFenced | ak.InvalidProducerEpoch | ak.TransactionalIdAuthorizationFailed):
-        return Fenced(detail)
-    if isinstance(err, ak.CommitFailedError | ak.RebalanceInProgressError | ak.IllegalGenerationError):
-        return CommitFailed(detail)
-    if isinstance(err, ak.KafkaConnectionError | ak.NoBrokersAvailable | ak.KafkaTimeoutError | OSError):
-        return BrokerUnavailable(detail)
-    if during.startswith("deliver"):
-        return DeliveryFailed(detail)
-    if during.startswith("commit"):
-        return CommitFailed(detail)
-    out = SidecarError(detail)
-    if bool(getattr(err, "retriable", False)):
-        out = BrokerUnavailable(detail)
-    return out

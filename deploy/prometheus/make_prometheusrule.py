@@ -1,7 +1,7 @@
 """Wrap deploy/prometheus/stream-pairer-rules.yml in a Prometheus Operator `PrometheusRule`.
 
 The plain rule file is the source (promtool tests it); the Kubernetes resource is derived from it
-so that the two cannot drift (tests/test_deploy.py compares this script's output with the file):
+so that the two cannot drift (tests/ops/test_deploy.py compares this script's output with the file):
 
     python deploy/prometheus/make_prometheusrule.py > deploy/kubernetes/prometheusrule.yaml
 """

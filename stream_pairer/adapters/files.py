@@ -15,19 +15,16 @@ from typing import IO, Any
 
 import orjson
 
-from stream_pairer.core.engine import Record
+from stream_pairer.core.vocab import Record, RecordKind
+from stream_pairer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 OUTPUT_FILES = {
-    "pair": "pairs.jsonl",
-    "orphan_call": "orphans.jsonl",
-    "orphan_result": "orphans.jsonl",
-    "dead_letter": "dead_letter.jsonl",
+    RecordKind.PAIR.value: "pairs.jsonl",
+    RecordKind.ORPHAN_CALL.value: "orphans.jsonl",
+    RecordKind.ORPHAN_RESULT.value: "orphans.jsonl",
+    RecordKind.DEAD_LETTER.value: "dead_letter.jsonl",
 }
-
-
-class InputError(Exception):
-    """An input file that cannot be opened or read: the one case where the job exits non-zero."""
 
 
 def open_input(name: str) -> IO[bytes]:

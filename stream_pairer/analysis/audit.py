@@ -37,6 +37,7 @@ import orjson
 
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
 from stream_pairer.core.model import CALL, FormatError, Source
+from stream_pairer.core.vocab import Match, RecordKind
 
 SLOT_CALL: Final = 1
 SLOT_RESULT: Final = 2
@@ -257,16 +258,16 @@ class Auditor:
         position (file:line or topic[partition]@offset) for problems about the record itself."""
         kind = rec.get("kind")
         self.report.outputs[str(kind)] += 1
-        if kind != "pair":
+        if kind != RecordKind.PAIR:
             self.report.reasons[f"{kind}:{rec.get('reason')}"] += 1
         try:
-            if kind == "pair":
+            if kind == RecordKind.PAIR:
                 self._pair(rec, where)
-            elif kind == "orphan_call":
+            elif kind == RecordKind.ORPHAN_CALL:
                 self._side(rec["event"], SLOT_CALL, rec["conversation_id"], kind, where)
-            elif kind == "orphan_result":
+            elif kind == RecordKind.ORPHAN_RESULT:
                 self._side(rec["event"], SLOT_RESULT, rec["conversation_id"], kind, where)
-            elif kind == "dead_letter":
+            elif kind == RecordKind.DEAD_LETTER:
                 self._dead_letter(rec, where)
             else:
                 self._problem(MALFORMED, "output", where, f"unknown kind {kind!r}")
@@ -279,7 +280,7 @@ class Auditor:
         self._side(call, SLOT_CALL, conv, "pair call", where)
         found = self._side(result, SLOT_RESULT, conv, "pair result", where)
         match = rec["match"]
-        if match == "id":
+        if match == Match.ID:
             if call["id"] is None or call["id"] != result["id"]:
                 self._problem(
                     MISMATCHED,
@@ -287,7 +288,7 @@ class Auditor:
                     _at(found, where),
                     f"id-matched pair with call id {call['id']!r} and result id {result['id']!r}",
                 )
-        elif match == "fifo":
+        elif match == Match.FIFO:
             if result["id"] is not None:
                 self._problem(
                     MISMATCHED,

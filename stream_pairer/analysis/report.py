@@ -24,17 +24,23 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.adapters.files import InputError, read_lines
-from stream_pairer.core.tagging import EMPTY, ERROR, OK, POINTS
+from stream_pairer.adapters.files import read_lines
+from stream_pairer.core.vocab import FailurePoint, OrphanReason, Outcome, RecordKind
+from stream_pairer.errors import InputError
 
+# Failure points in priority order (tagging.POINTS); read from the vocabulary so that a report needs
+# neither the tagger nor jsonschema_rs.
+POINTS: Final = tuple(p.value for p in FailurePoint)
+OK, EMPTY, ERROR = Outcome.OK.value, Outcome.EMPTY.value, Outcome.ERROR.value
 NONE: Final = "none"
 ROWS: Final = (*POINTS, NONE)
 NO_RESULT: Final = "no_result"
 OUTCOMES: Final = (OK, EMPTY, ERROR, NO_RESULT)
-SECOND_RESULTS: Final = frozenset({"duplicate_result", "late_result"})
+SECOND_RESULTS: Final = frozenset({OrphanReason.DUPLICATE_RESULT, OrphanReason.LATE_RESULT})
 OTHER_TOOLS: Final = "(other)"
 UNKNOWN_TOOL: Final = "(unknown)"
 FORMATS: Final = ("table", "markdown", "csv", "json")
+_CALL_KINDS: Final = frozenset({RecordKind.PAIR, RecordKind.ORPHAN_CALL, RecordKind.ORPHAN_RESULT})
 
 
 def parse_time(text: str) -> float:
@@ -92,10 +98,10 @@ class Report:
             self.totals["malformed_lines"] += 1
             return
         kind = rec.get("kind")
-        if kind not in ("pair", "orphan_call", "orphan_result"):
-            self.totals["dead_letters" if kind == "dead_letter" else "other_records"] += 1
+        if kind not in _CALL_KINDS:
+            self.totals["dead_letters" if kind == RecordKind.DEAD_LETTER else "other_records"] += 1
             return
-        if kind == "orphan_result" and rec.get("reason") in SECOND_RESULTS:
+        if kind == RecordKind.ORPHAN_RESULT and rec.get("reason") in SECOND_RESULTS:
             if self._in_window(rec):
                 self.totals["second_results"] += 1
             return
@@ -439,7 +445,7 @@ def _side_ts(rec: dict[str, Any], key: str) -> Any:
 
 def _event_ms(rec: dict[str, Any]) -> float | None:
     candidates: tuple[Any, ...]
-    if rec.get("kind") == "pair":
+    if rec.get("kind") == RecordKind.PAIR:
         candidates = (
             rec.get("call_ts"),
             _side_ts(rec, "call"),

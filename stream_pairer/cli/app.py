@@ -1,50 +1,89 @@
-"""`stream-pairer` command line: one subcommand per module in `stream_pairer.cli.commands`.
+"""`stream-pairer` command line: an explicit, lazy registry of subcommands.
 
-Discovery keeps each subcommand in its own small module (pair, run, report, audit...) so they can
-grow independently; a module exposes NAME, HELP, add_arguments(parser) and run(args) -> exit code.
+Each subcommand lives in its own module under `stream_pairer.cli.commands` (pair, run, report,
+audit) exposing NAME, HELP, add_arguments(parser) and run(args) -> exit code. The registry below
+names them without importing them: `stream-pairer pair` must not pay for (or depend on) aiokafka,
+prometheus_client and jsonschema_rs, which only `run`, `audit` and the tagger's schemas need. Only
+the chosen command's module is imported; `stream-pairer --help` imports none. A test keeps each
+entry's NAME and HELP equal to its module's.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 
 from stream_pairer import __version__
-from stream_pairer.cli import commands
 
 
-def _command_modules() -> list[ModuleType]:
-    mods = []
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{commands.__name__}.{info.name}")
-        if hasattr(mod, "NAME") and hasattr(mod, "run"):
-            mods.append(mod)
-    return mods
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    help: str
+    module: str
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module)
 
 
-def build_parser() -> argparse.ArgumentParser:
+_PKG = "stream_pairer.cli.commands"
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "audit",
+        "check that every input event is in exactly one output record (files or Kafka topics)",
+        f"{_PKG}.audit",
+    ),
+    Command(
+        "pair",
+        "pair tool calls with results in JSONL files (gzip ok, - for stdin): pairs, orphans, dead letters",
+        f"{_PKG}.pair",
+    ),
+    Command(
+        "report",
+        "count tagged pairs/orphans by failure point and by tool (the weekly table); "
+        "reads an output directory or pairs/orphans JSONL files (gzip ok)",
+        f"{_PKG}.report",
+    ),
+    Command(
+        "run",
+        "run as a Kafka sidecar: consume tool events, produce pairs, orphans and dead letters",
+        f"{_PKG}.run",
+    ),
+)
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line: the first argument that is not an option."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(load: str | None = "*") -> argparse.ArgumentParser:
+    """The parser. `load` names the one command whose module (and options) to import; "*" loads them
+    all (for tests and tools that parse several command lines), None loads none (top-level help)."""
     parser = argparse.ArgumentParser(
         prog="stream-pairer",
         description="Pair AI tool calls with their results; keep every orphan; dead-letter bad input.",
     )
     parser.add_argument("--version", action="version", version=f"stream-pairer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for mod in _command_modules():
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        if load in ("*", cmd.name):
+            mod = cmd.load()
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    chosen = _chosen(args_in)
+    parser = build_parser(chosen if chosen in {c.name for c in COMMANDS} else None)
+    args = parser.parse_args(args_in)
     code: int = args._run(args)
     return code
 

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from stream_pairer.core import tagging
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG as DEFAULT_FORMAT_CONFIG
 from stream_pairer.core.formats import FormatConfig
@@ -161,21 +162,21 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         t,
         "--max-tool-calls",
         type=positive_int,
-        default=12,
+        default=tagging.MAX_CALLS_PER_CONVERSATION,
         help="calls per conversation before further calls are tagged termination",
     )
     add_option(
         t,
         "--max-conversation-seconds",
         type=positive_float,
-        default=600.0,
+        default=tagging.MAX_CONVERSATION_MS / 1000,
         help="wall time from a conversation's first call before further calls are tagged termination",
     )
     add_option(
         t,
         "--max-repeat-hashes",
         type=positive_int,
-        default=200_000,
+        default=tagging.MAX_HASHES_TOTAL,
         help="per partition: remembered (tool, arguments) hashes of the repeat check across all "
         "conversations, oldest forgotten first (~0.2 KB each)",
     )
@@ -203,13 +204,13 @@ def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
 
 
 def tagger_from_args(args: argparse.Namespace) -> Any:
-    """The failure-point tagger configured by the tagging options (imported here, not at module
-    top, so that the option parsing stays cheap for commands that never pair)."""
-    from stream_pairer.core.tagging import FailureTagger  # noqa: PLC0415 - see docstring
-    from stream_pairer.core.toolschemas import ToolSchemaRegistry  # noqa: PLC0415
+    """The failure-point tagger configured by the tagging options."""
+    schemas = None
+    if args.tool_schemas:  # jsonschema_rs is loaded only for a run that validates arguments
+        from stream_pairer.core.toolschemas import ToolSchemaRegistry  # noqa: PLC0415
 
-    schemas = ToolSchemaRegistry.load(args.tool_schemas) if args.tool_schemas else None
-    return FailureTagger(
+        schemas = ToolSchemaRegistry.load(args.tool_schemas)
+    return tagging.FailureTagger(
         schemas,
         max_calls_per_conversation=args.max_tool_calls,
         max_conversation_ms=args.max_conversation_seconds * 1000,

@@ -31,30 +31,41 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import orjson
 
+from stream_pairer.core import vocab
 from stream_pairer.core.model import ToolEvent, format_ts
 from stream_pairer.core.state import Conversation, Held
+from stream_pairer.core.vocab import EvictionLimit, FifoBy, Match, OrphanReason, RecordKind
 
-Record = dict[str, Any]
+Record = vocab.Record  # here too, where most callers have always imported it from
+
+# The vocabulary (vocab.py) as plain `str` globals: records hold exact strings, and the hot path reads
+# a global instead of an enum attribute.
+PAIR: Final = RecordKind.PAIR.value
+ORPHAN_CALL: Final = RecordKind.ORPHAN_CALL.value
+ORPHAN_RESULT: Final = RecordKind.ORPHAN_RESULT.value
+BY_ID: Final = Match.ID.value
+FIFO: Final = Match.FIFO.value
+BY_NAME: Final = FifoBy.NAME.value
+BY_ORDER: Final = FifoBy.ORDER.value
+NO_CALL: Final = OrphanReason.NO_CALL.value
+DUPLICATE_RESULT: Final = OrphanReason.DUPLICATE_RESULT.value
+LATE_RESULT: Final = OrphanReason.LATE_RESULT.value
+SUPERSEDED: Final = OrphanReason.SUPERSEDED.value
+TIMEOUT: Final = OrphanReason.TIMEOUT.value
+EVICTED: Final = OrphanReason.EVICTED.value
+SHUTDOWN: Final = OrphanReason.SHUTDOWN.value
+PAIRED: Final = "paired"  # how a closed id ended when it was not an orphan (engine-internal)
 
 # What one held event costs in memory, as a linear estimate of its input size: the held-bytes limit
-# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs
-# (the decoded block and payload, the Held and ToolEvent objects, queue and index entries, the
-# tagger's per-call state). Calibrated with `python bench/memory_breakdown.py --conversations
-# 20000` (2026-12-03 06:14 UTC, working tree with the tagger's structural argument hash; datagen
-# records of 600-1450 B, 1.2 held calls per conversation): 102.9 MiB traced = 5,396 B per
-# conversation for 1,138 B of raw size (4.74x). The allocation sites that scale with the record
-# (the decoded block and payload 2,719 B, decoded argument strings 559 B) sum to 2.9x the raw size;
-# the rest, 2,118 B per conversation = ~1,770 B per held event (Held, ToolEvent, source dict, queue
-# and index entries, the tagger's hashes, the Conversation itself), does not depend on it. (Before
-# the tagger's change its orjson.dumps cached a UTF-8 copy of non-ASCII arguments: 6,143 B per
-# conversation, 3.6x + 1,700 B.) Re-run the command after changing what a held event keeps alive;
-# it prints this estimate next to the traced bytes.
+# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs.
+# Calibration and its figures: BENCHMARKS.md, "Figures behind constants in the code"; re-run
+# `python bench/memory_breakdown.py --conversations 20000` after changing what a held event keeps alive.
 HELD_BYTES_PER_INPUT_BYTE = 2.9
 HELD_BYTES_PER_EVENT = 1_770
 
@@ -139,6 +150,9 @@ class Engine:
         self.open_calls = 0
         self.pending_results = 0
         self.evictions: Counter[str] = Counter()  # by limit name, for metrics
+        # Told of each eviction as it happens, (events, limit): how the pipeline reports evictions to
+        # its observer (the sidecar's metrics) without diffing `evictions` afterwards.
+        self.on_evict: Callable[[int, str], None] | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -164,7 +178,7 @@ class Engine:
         self._advance(now_ms, out)
         return out
 
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Record]:
+    def flush(self, reason: str = SHUTDOWN, result_reason: str | None = None) -> list[Record]:
         """Emit everything still held, oldest first, as orphans with `reason` (held results get
         `result_reason` when given: at the end of a finite input their call is known never to come,
         which is `no_call`); the state is empty after."""
@@ -215,7 +229,7 @@ class Engine:
         if cid is not None:
             old = conv.calls_by_id.get(cid)
             if old is not None:
-                self._emit_orphan(old, "superseded", out)
+                self._emit_orphan(old, SUPERSEDED, out)
             waiting = conv.pending_results.get(cid)
             if waiting:
                 # The call arrived after its result: still an id match, and any further results
@@ -223,15 +237,15 @@ class Engine:
                 first = waiting[0]
                 self._release(first)
                 call_held = Held(call, self._next_seq(), ts, ts, conv)
-                self._emit_pair(call_held, first, "id", None, out)
+                self._emit_pair(call_held, first, BY_ID, None, out)
                 for dup in list(conv.pending_results.get(cid, ())):
-                    self._emit_orphan(dup, "duplicate_result", out)
+                    self._emit_orphan(dup, DUPLICATE_RESULT, out)
                 return
             if cid in conv.closed:
                 self._drop_closed(conv, cid)
         if len(conv.open_calls) >= self.config.max_calls_per_conversation:
-            self.evictions["calls_per_conversation"] += 1
-            self._emit_orphan(next(iter(conv.open_calls.values())), "evicted", out)
+            self._evicted(1, EvictionLimit.CALLS_PER_CONVERSATION.value)
+            self._emit_orphan(next(iter(conv.open_calls.values())), EVICTED, out)
         held = self._hold(call, conv, ts, ts + self.config.call_timeout_ms)
         conv.open_calls[held.seq] = held
         if cid is not None:
@@ -244,11 +258,11 @@ class Engine:
         if rid is not None:
             call = conv.calls_by_id.get(rid)
             if call is not None:
-                self._emit_pair(call, res, "id", None, out)
+                self._emit_pair(call, res, BY_ID, None, out)
                 return
             how = conv.closed.get(rid)
             if how is not None:
-                self._emit_orphan(res, "duplicate_result" if how == "paired" else "late_result", out)
+                self._emit_orphan(res, DUPLICATE_RESULT if how == PAIRED else LATE_RESULT, out)
                 return
             held = self._hold(result, conv, ts, ts + self.config.result_grace_ms)
             conv.pending_results.setdefault(rid, []).append(held)
@@ -256,24 +270,24 @@ class Engine:
             return
         call, fifo_by = self._fifo_candidate(conv, result.name)
         if call is None:
-            self._emit_orphan(res, "no_call", out)
+            self._emit_orphan(res, NO_CALL, out)
         else:
-            self._emit_pair(call, res, "fifo", fifo_by, out)
+            self._emit_pair(call, res, FIFO, fifo_by, out)
 
     @staticmethod
     def _fifo_candidate(conv: Conversation, name: str | None) -> tuple[Held | None, str | None]:
         if not conv.open_calls:
             return None, None
         if name is None:
-            return next(iter(conv.open_calls.values())), "order"
+            return next(iter(conv.open_calls.values())), BY_ORDER
         unnamed: Held | None = None
         for held in conv.open_calls.values():
             call_name = held.event.name
             if call_name == name:
-                return held, "name"
+                return held, BY_NAME
             if call_name is None and unnamed is None:
                 unnamed = held
-        return unnamed, ("order" if unnamed is not None else None)
+        return unnamed, (BY_ORDER if unnamed is not None else None)
 
     # ------------------------------------------------------------------ state keeping
 
@@ -301,9 +315,14 @@ class Engine:
         held_events = list(conv.open_calls.values())
         for waiting in conv.pending_results.values():
             held_events.extend(waiting)
-        self.evictions["conversations"] += len(held_events)
+        self._evicted(len(held_events), EvictionLimit.CONVERSATIONS.value)
         for held in held_events:
-            self._emit_orphan(held, "evicted", out)
+            self._emit_orphan(held, EVICTED, out)
+
+    def _evicted(self, n: int, limit: str) -> None:
+        self.evictions[limit] += n
+        if self.on_evict is not None and n:
+            self.on_evict(n, limit)
 
     def _hold(self, event: ToolEvent, conv: Conversation, ts: float, deadline: float) -> Held:
         held = Held(event, self._next_seq(), ts, deadline, conv)
@@ -367,8 +386,8 @@ class Engine:
 
     def _enforce_bytes(self, out: list[Record]) -> None:
         while self.held_bytes > self.config.max_held_bytes and self._held:
-            self.evictions["held_bytes"] += 1
-            self._emit_orphan(next(iter(self._held.values())), "evicted", out)
+            self._evicted(1, EvictionLimit.HELD_BYTES.value)
+            self._emit_orphan(next(iter(self._held.values())), EVICTED, out)
 
     def _advance(self, now_ms: float, out: list[Record]) -> None:
         if now_ms <= self.now_ms:
@@ -380,7 +399,7 @@ class Engine:
             held = self._held.get(seq)
             if held is None or held.deadline_ms != deadline:
                 continue  # already paired or emitted: a stale timer
-            self._emit_orphan(held, "timeout" if held.event.is_call else "no_call", out)
+            self._emit_orphan(held, TIMEOUT if held.event.is_call else NO_CALL, out)
         # Lazy deletion leaves stale timers behind; rebuild when they dominate, so the heap stays
         # proportional to what is held rather than to everything ever seen within a timeout.
         if len(heap) > 2 * len(self._held) + 1024:
@@ -409,12 +428,12 @@ class Engine:
         self._release(result)
         conv = call.conv
         cev, rev = call.event, result.event
-        self._close_id(conv, cev.id, "paired")
+        self._close_id(conv, cev.id, PAIRED)
         latency = None
         if cev.ts_ms is not None and rev.ts_ms is not None:
             latency = rev.ts_ms - cev.ts_ms
         rec: Record = {
-            "kind": "pair",
+            "kind": PAIR,
             "pair_id": pair_id(conv.conversation_id, cev),
             "match": match,
             "fifo_by": fifo_by,
@@ -436,7 +455,7 @@ class Engine:
         if ev.is_call:
             self._close_id(held.conv, ev.id, reason)
         rec: Record = {
-            "kind": "orphan_call" if ev.is_call else "orphan_result",
+            "kind": ORPHAN_CALL if ev.is_call else ORPHAN_RESULT,
             "reason": reason,
             "conversation_id": held.conv.conversation_id,
             "tool": ev.name,

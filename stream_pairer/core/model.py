@@ -24,8 +24,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-CALL: Final = "tool_call"
-RESULT: Final = "tool_result"
+from stream_pairer.core.vocab import EventType as _EventType
+from stream_pairer.core.vocab import RecordKind
+from stream_pairer.errors import FormatError
+
+__all__ = ["FormatError"]  # re-exported: the readers raise it from here
+
+CALL: Final = _EventType.TOOL_CALL.value
+RESULT: Final = _EventType.TOOL_RESULT.value
 EventType = Literal["tool_call", "tool_result"]
 
 # Lineage of one input record. File: {"file": path, "line": n}. Kafka: {"topic", "partition", "offset"}.
@@ -118,24 +124,8 @@ def format_ts(ts_ms: float | None) -> str | None:
     return text
 
 
-def event_key(source: Source, block: int) -> tuple[Any, ...]:
-    """Identity of one input event, used by the audit to prove conservation."""
-    if "offset" in source:
-        return ("kafka", source.get("topic"), source.get("partition"), source.get("offset"), block)
-    return ("file", source.get("file"), source.get("line"), block)
-
-
-class FormatError(ValueError):
-    """A record that cannot be read. `reason` is a short stable code (a metric label value);
-    `detail` is the human sentence that says exactly what was wrong."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-
-
 MAX_DEAD_LETTER_RAW_BYTES: Final = 512 * 1024
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 
 def dead_letter(raw: bytes, reason: str, detail: str, source: Source) -> dict[str, Any]:
@@ -143,7 +133,7 @@ def dead_letter(raw: bytes, reason: str, detail: str, source: Source) -> dict[st
     record larger than MAX_DEAD_LETTER_RAW_BYTES is cut (flagged `raw_truncated`) so that the
     dead-letter message itself stays producible; `source` still points at the full original."""
     rec: dict[str, Any] = {
-        "kind": "dead_letter",
+        "kind": _DEAD_LETTER,
         "reason": reason,
         "detail": detail,
         "raw_bytes": len(raw),

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Protocol
 
 from stream_pairer.core.engine import Engine, Record
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
-from stream_pairer.core.model import FormatError, Source, dead_letter
+from stream_pairer.core.model import CALL, FormatError, Source, ToolEvent, dead_letter
+from stream_pairer.core.vocab import OrphanReason, RecordKind
+
+_PAIR: Final = RecordKind.PAIR.value
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 
 @dataclass(slots=True)
@@ -31,10 +35,10 @@ class Summary:
 
     def count_output(self, rec: Record) -> None:
         kind = rec["kind"]
-        if kind == "pair":
+        if kind == _PAIR:
             m = rec["match"]
             self.pairs[m if rec["fifo_by"] is None else f"{m}:{rec['fifo_by']}"] += 1
-        elif kind == "dead_letter":
+        elif kind == _DEAD_LETTER:
             self.dead_letters[rec["reason"]] += 1
             return
         else:
@@ -66,42 +70,109 @@ class Summary:
         }
 
 
+class PipelineObserver(Protocol):
+    """Told what the pipeline did, as it does it: the sidecar wires `ops.metrics.Metrics` here (it has
+    these three methods), so the per-partition logic reports records read, skipped and evicted
+    without importing Prometheus and without diffing the summary's counters. Dead letters, pairs
+    and orphans are output records: the caller counts those where it delivers them."""
+
+    def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None: ...
+
+    def observe_skipped(self) -> None: ...
+
+    def observe_eviction(self, n: int, limit: str) -> None: ...
+
+
 class Pipeline:
     """Parse -> pair -> count. Returns output records; the caller writes them wherever they go."""
 
-    def __init__(self, engine: Engine, format_config: FormatConfig = DEFAULT_CONFIG) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        format_config: FormatConfig = DEFAULT_CONFIG,
+        observer: PipelineObserver | None = None,
+    ) -> None:
         self.engine = engine
         self.format_config = format_config
         self.summary = Summary()
+        self.observer = observer
+        if observer is not None:
+            engine.on_evict = observer.observe_eviction
 
     def feed(
-        self, raw: bytes, source: Source, *, key: str | None = None, arrival_ms: float | None = None
+        self,
+        raw: bytes,
+        source: Source,
+        *,
+        key: str | None = None,
+        arrival_ms: float | None = None,
+        replay_blocks: frozenset[int] | None = None,
     ) -> list[Record]:
+        """Read one raw record: its output records (a dead letter if it cannot be read).
+
+        `replay_blocks` is the replay mode of a checkpointed rebuild: the record was read and
+        counted when it first arrived, so only the events at those block indexes are processed
+        again, and nothing about the input is counted twice (the outputs are new, and are)."""
         summary = self.summary
-        summary.records += 1
+        if replay_blocks is None:
+            summary.records += 1
         try:
             events = parse_record(raw, source, key=key, config=self.format_config)
         except FormatError as err:
+            # In replay mode only possible if the format options changed between runs: the held
+            # events can no longer be read, and must still end somewhere.
             rec = dead_letter(raw, err.reason, err.detail, source)
             summary.dead_letters[err.reason] += 1
             return [rec]
+        if replay_blocks is not None:
+            return self._replay(events, replay_blocks, arrival_ms)
+        observer = self.observer
         if not events:
             summary.skipped += 1
+            if observer is not None:
+                observer.observe_record_read(None, 0, 0)
+                observer.observe_skipped()
             return []
         out: list[Record] = []
         process = self.engine.process
+        by_type = summary.events
+        by_format = summary.events_by_format
         for ev in events:
-            summary.events[ev.type] += 1
-            summary.events_by_format[ev.format] += 1
+            by_type[ev.type] += 1
+            by_format[ev.format] += 1
             out.extend(process(ev, arrival_ms))
+        if observer is not None:
+            calls = sum(1 for ev in events if ev.type == CALL)
+            observer.observe_record_read(self._record_format(events), calls, len(events) - calls)
         for rec in out:
             summary.count_output(rec)
         return out
 
+    def _replay(
+        self, events: list[ToolEvent], blocks: frozenset[int], arrival_ms: float | None
+    ) -> list[Record]:
+        out: list[Record] = []
+        for ev in events:
+            if ev.block in blocks:
+                out.extend(self.engine.process(ev, arrival_ms))
+        return self._counted(out)  # rare: only if the limits changed between runs (evictions)
+
+    def _record_format(self, events: list[ToolEvent]) -> str:
+        """The format a record is counted under. All events of a record come from one format reader;
+        should they ever differ, the record counts under the one first seen latest in the run (what
+        the metrics counted when they diffed the summary)."""
+        first = events[0].format
+        if all(ev.format == first for ev in events):
+            return first
+        formats = {ev.format for ev in events}
+        return [f for f in self.summary.events_by_format if f in formats][-1]
+
     def advance(self, now_ms: float) -> list[Record]:
         return self._counted(self.engine.advance(now_ms))
 
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Record]:
+    def flush(
+        self, reason: str = OrphanReason.SHUTDOWN.value, result_reason: str | None = None
+    ) -> list[Record]:
         return self._counted(self.engine.flush(reason, result_reason))
 
     def _counted(self, out: list[Record]) -> list[Record]:

@@ -52,8 +52,5 @@ class Conversation:
     # Reserved for the tagger's per-conversation state; dropped with the conversation.
     tags: Any = None
 
-    def held_count(self) -> int:
-        return len(self.open_calls) + sum(len(v) for v in self.pending_results.values())
-
     def is_idle(self) -> bool:
         return not self.open_calls and not self.pending_results

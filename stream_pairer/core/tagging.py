@@ -16,22 +16,28 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
 from stream_pairer.core.model import ToolEvent
-from stream_pairer.core.toolschemas import ToolSchemaRegistry
+from stream_pairer.core.vocab import FailurePoint, OrphanReason, Outcome, RecordKind
 
-OK: Final = "ok"
-EMPTY: Final = "empty"
-ERROR: Final = "error"
+if TYPE_CHECKING:  # a registry is built (loading jsonschema_rs) only when --tool-schemas asks for one
+    from stream_pairer.core.toolschemas import ToolSchemaRegistry
 
-TOOL_SELECTION: Final = "tool_selection"
-ARGUMENT_CONSTRUCTION: Final = "argument_construction"
-EXECUTION: Final = "execution"
-RESULT_INTERPRETATION: Final = "result_interpretation"
-TERMINATION: Final = "termination"
+# The vocabulary (vocab.py) as plain `str` globals, read on every tagged record.
+OK: Final = Outcome.OK.value
+EMPTY: Final = Outcome.EMPTY.value
+ERROR: Final = Outcome.ERROR.value
+
+TOOL_SELECTION: Final = FailurePoint.TOOL_SELECTION.value
+ARGUMENT_CONSTRUCTION: Final = FailurePoint.ARGUMENT_CONSTRUCTION.value
+EXECUTION: Final = FailurePoint.EXECUTION.value
+RESULT_INTERPRETATION: Final = FailurePoint.RESULT_INTERPRETATION.value
+TERMINATION: Final = FailurePoint.TERMINATION.value
+_ORPHAN_CALL: Final = RecordKind.ORPHAN_CALL.value
+_TIMEOUT: Final = OrphanReason.TIMEOUT.value
 
 # Priority of `failure` when several points apply: the order of the call's own life (which tool,
 # which arguments, did it run, what came back, should it have run at all). The earliest point is
@@ -42,6 +48,11 @@ POINTS: Final = (TOOL_SELECTION, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERP
 PRIORITY: Final = {p: i for i, p in enumerate(POINTS)}
 
 MAX_DETAIL: Final = 200
+# Defaults of the tagger's limits (the command-line options read them from here).
+MAX_CALLS_PER_CONVERSATION: Final = 12  # the article's loop brake: calls before `termination`
+MAX_CONVERSATION_MS: Final = 10 * 60_000.0  # and wall time from a conversation's first call
+MAX_HASHES_PER_CONVERSATION: Final = 256  # repeat-check memory per conversation
+MAX_HASHES_TOTAL: Final = 200_000  # and per engine (partition)
 # JSON text results longer than this are not decoded to look for the canonical shape: a payload
 # that large is not empty, and decoding it on every result would dominate the tagging cost.
 MAX_DECODE_CHARS: Final = 256 * 1024
@@ -187,47 +198,68 @@ def _object(d: dict[str, Any], depth: int) -> Verdict:
         return Verdict(EMPTY, "empty object")
     status = d.get("status")
     if isinstance(status, str) and status in STATUSES:  # the article's {"status", "data", "hint"}
-        hint = d.get("hint")
-        text = hint if isinstance(hint, str) else d.get("data") if isinstance(d.get("data"), str) else None
-        if status == ERROR:
-            return Verdict(ERROR, "status error", text)
-        if status == EMPTY:
-            return Verdict(EMPTY, "status empty", text)
-        if "data" in d and _is_empty(d["data"]):
-            return Verdict(EMPTY, "status ok with empty data", text)
-        return Verdict(OK, "status ok", text)
-    keys = d.keys()
+        return _status_object(d, status)
     if depth < MAX_UNWRAP:
-        # An MCP CallToolResult passed whole.
-        if isinstance(d.get("content"), list) and keys <= {
-            "content",
-            "isError",
-            "structuredContent",
-            "_meta",
-        }:
-            if d.get("isError") is True:
-                inner = _payload(d["content"], True, depth + 1)
-                return Verdict(ERROR, "MCP isError", inner.text)
-            sc = d.get("structuredContent")
-            if isinstance(sc, dict) and isinstance(sc.get("status"), str) and sc["status"] in STATUSES:
-                return _object(sc, depth + 1)
-            return _payload(d["content"], True, depth + 1)
-        # A JSON-RPC response passed whole.
-        if "jsonrpc" in d:
-            if d.get("error") is not None:
-                return _error_object(d["error"])
-            if "result" in d:
-                return _payload(d["result"], True, depth + 1)
-        # Gemini's documented convention: {"output": ...} or {"error": ...}; {"result": ...} too.
-        if len(d) == 1:
-            (key, inner_value) = next(iter(d.items()))
-            if key == "error" and inner_value is not None:
-                return _error_object(inner_value)
-            if key in ("output", "result"):
-                return _payload(inner_value, False, depth + 1)
-    if "code" in d and "message" in d and keys <= {"code", "message", "data"} and isinstance(d["code"], int):
+        inner = _unwrapped(d, depth)
+        if inner is not None:
+            return inner
+    if (
+        "code" in d
+        and "message" in d
+        and d.keys() <= {"code", "message", "data"}
+        and isinstance(d["code"], int)
+    ):
         return _error_object(d)  # a bare JSON-RPC error object (the MCP format's error payload)
     return Verdict(OK, "data")
+
+
+def _status_object(d: dict[str, Any], status: str) -> Verdict:
+    """The canonical result shape `{"status", "data", "hint"}`: the status says it."""
+    hint = d.get("hint")
+    text = hint if isinstance(hint, str) else d.get("data") if isinstance(d.get("data"), str) else None
+    if status == ERROR:
+        return Verdict(ERROR, "status error", text)
+    if status == EMPTY:
+        return Verdict(EMPTY, "status empty", text)
+    if "data" in d and _is_empty(d["data"]):
+        return Verdict(EMPTY, "status ok with empty data", text)
+    return Verdict(OK, "status ok", text)
+
+
+def _unwrapped(d: dict[str, Any], depth: int) -> Verdict | None:
+    """The verdict of a result wrapped in a known envelope, or None when `d` is no envelope."""
+    # An MCP CallToolResult passed whole.
+    if isinstance(d.get("content"), list) and d.keys() <= {
+        "content",
+        "isError",
+        "structuredContent",
+        "_meta",
+    }:
+        return _mcp_result(d, depth)
+    # A JSON-RPC response passed whole.
+    if "jsonrpc" in d:
+        if d.get("error") is not None:
+            return _error_object(d["error"])
+        if "result" in d:
+            return _payload(d["result"], True, depth + 1)
+    # Gemini's documented convention: {"output": ...} or {"error": ...}; {"result": ...} too.
+    if len(d) == 1:
+        (key, inner_value) = next(iter(d.items()))
+        if key == "error" and inner_value is not None:
+            return _error_object(inner_value)
+        if key in ("output", "result"):
+            return _payload(inner_value, False, depth + 1)
+    return None
+
+
+def _mcp_result(d: dict[str, Any], depth: int) -> Verdict:
+    if d.get("isError") is True:
+        inner = _payload(d["content"], True, depth + 1)
+        return Verdict(ERROR, "MCP isError", inner.text)
+    sc = d.get("structuredContent")
+    if isinstance(sc, dict) and isinstance(sc.get("status"), str) and sc["status"] in STATUSES:
+        return _object(sc, depth + 1)
+    return _payload(d["content"], True, depth + 1)
 
 
 def _error_object(err: Any) -> Verdict:
@@ -310,10 +342,10 @@ class FailureTagger:
         self,
         schemas: ToolSchemaRegistry | None = None,
         *,
-        max_calls_per_conversation: int = 12,
-        max_conversation_ms: float = 10 * 60_000,
-        max_hashes_per_conversation: int = 256,
-        max_hashes_total: int = 200_000,
+        max_calls_per_conversation: int = MAX_CALLS_PER_CONVERSATION,
+        max_conversation_ms: float = MAX_CONVERSATION_MS,
+        max_hashes_per_conversation: int = MAX_HASHES_PER_CONVERSATION,
+        max_hashes_total: int = MAX_HASHES_TOTAL,
     ) -> None:
         if (
             max_calls_per_conversation < 0
@@ -448,7 +480,7 @@ class FailureTagger:
                 found.setdefault(EXECUTION, _cut(f"error result ({v.why}){said}"))
             if outcome == EMPTY:
                 found.setdefault(RESULT_INTERPRETATION, f"empty result ({v.why})")
-        elif record.get("kind") == "orphan_call" and record.get("reason") == "timeout":
+        elif record.get("kind") == _ORPHAN_CALL and record.get("reason") == _TIMEOUT:
             found.setdefault(EXECUTION, "no result within the call timeout")
         points = sorted(found, key=PRIORITY.__getitem__)
         record["outcome"] = outcome

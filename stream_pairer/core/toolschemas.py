@@ -40,11 +40,9 @@ from typing import Any, Final
 import jsonschema_rs
 import orjson
 
+from stream_pairer.errors import ToolSchemaError
+
 MAX_DETAIL: Final = 200
-
-
-class ToolSchemaError(ValueError):
-    """A tool definition file that cannot be used. The message names the file and the tool."""
 
 
 @dataclass(frozen=True, slots=True)

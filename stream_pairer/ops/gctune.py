@@ -4,9 +4,8 @@ The engine holds every open call and waiting result (the `ToolEvent`, its decode
 per-conversation dicts): with 100k open conversations that is millions of container objects, and
 with CPython's default thresholds (700, 10, 10) the cyclic collector walks them again and again
 although almost none of them is garbage (held state is freed by reference counting when its pair
-or orphan is emitted). Measured (BENCHMARKS.md part 1): 32 % of the engine loop at 100k open
-conversations was cyclic GC, with full collections pausing up to 1.1 s, which also lands in the
-sidecar's latency tail.
+or orphan is emitted), and its pauses land in the sidecar's latency tail (figures: BENCHMARKS.md,
+"Figures behind constants in the code").
 
 Why the collector stays enabled rather than being switched off: reference cycles do occur in this
 process (asyncio futures and tasks, exceptions holding their traceback's frames, aiokafka's
@@ -14,9 +13,7 @@ internals), and only the cyclic collector frees them; without it each would leak
 a process that runs for weeks. Larger thresholds only make collections rarer: a cycle now waits
 until 100k more container objects exist (instead of 700) before a young collection frees it, and
 objects that die by reference counting before then never cost the collector anything.
-Measured with `python bench/engine_bench.py --conversations 100000 --gc tuned` (BENCHMARKS.md,
-"After the hot-path fixes"): GC time in the loop from ~4.9 s in 647 collections to ~0.65 s in 5,
-the longest pause from ~1.3 s to ~0.3 s, records/s +60 %.
+The effect is measured by `python bench/engine_bench.py --conversations 100000 --gc tuned`.
 
 Why `gc.freeze()` once at start-up: the objects alive then (modules, functions, classes, the parsed
 configuration) live as long as the process; moving them to the permanent generation keeps every

@@ -27,32 +27,33 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-PREFIX: Final = "stream_pairer_"
+from stream_pairer.core import vocab
+from stream_pairer.core.vocab import (
+    EventType,
+    EvictionLimit,
+    FailurePoint,
+    FifoBy,
+    Match,
+    OrphanReason,
+    Outcome,
+    RecordKind,
+)
 
-# Closed label sets. They mirror the output record contract in `model.py`.
-MATCHES: Final = (("id", "none"), ("fifo", "name"), ("fifo", "order"))
-ORPHAN_KINDS: Final = ("orphan_call", "orphan_result")
-ORPHAN_REASONS: Final = (
-    "no_call",
-    "duplicate_result",
-    "late_result",
-    "superseded",
-    "timeout",
-    "evicted",
-    "shutdown",
-    "rebalance",
-    "end_of_input",
+# Closed label sets: the record vocabulary (core/vocab.py) as plain strings.
+MATCHES: Final = (
+    (Match.ID.value, "none"),
+    (Match.FIFO.value, FifoBy.NAME.value),
+    (Match.FIFO.value, FifoBy.ORDER.value),
 )
-OUTCOMES: Final = ("ok", "empty", "error")
-FAILURE_POINTS: Final = (
-    "argument_construction",
-    "execution",
-    "result_interpretation",
-    "termination",
-    "tool_selection",
-)
-EVICTION_LIMITS: Final = ("conversations", "calls_per_conversation", "held_bytes")
-EVENT_TYPES: Final = ("tool_call", "tool_result")
+ORPHAN_KINDS: Final = tuple(k.value for k in vocab.ORPHAN_KINDS)
+ORPHAN_REASONS: Final = tuple(r.value for r in OrphanReason)
+OUTCOMES: Final = tuple(o.value for o in Outcome)
+FAILURE_POINTS: Final = tuple(p.value for p in FailurePoint)
+EVICTION_LIMITS: Final = tuple(limit.value for limit in EvictionLimit)
+EVENT_TYPES: Final = tuple(t.value for t in EventType)
+_PAIR: Final = RecordKind.PAIR.value
+_ORPHAN_CALL: Final = RecordKind.ORPHAN_CALL.value
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 OTHER_TOOL: Final = "other"  # folded tool names (past the cap, or outside the registry)
 UNKNOWN_TOOL: Final = "unknown"  # the record carried no tool name at all
@@ -299,7 +300,7 @@ class Metrics:
     def observe_output(self, record: Mapping[str, Any]) -> None:
         """Count one output record (pair, orphan or dead letter) as emitted."""
         kind = record.get("kind")
-        if kind == "pair":
+        if kind == _PAIR:
             match = (record.get("match") or NONE_LABEL, record.get("fifo_by") or NONE_LABEL)
             child = self._pair_children.get(match)
             if child is None:
@@ -318,8 +319,8 @@ class Metrics:
             if child is None:
                 child = self._orphan_children[key] = self.orphans.labels(*key)
             child.inc()
-            self._observe_tagging(record, is_call=kind == "orphan_call")
-        elif kind == "dead_letter":
+            self._observe_tagging(record, is_call=kind == _ORPHAN_CALL)
+        elif kind == _DEAD_LETTER:
             reason = record.get("reason") or NONE_LABEL
             child = self._dead_children.get(reason)
             if child is None:

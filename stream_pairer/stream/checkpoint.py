@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import secrets
 import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -128,10 +127,6 @@ def decode(value: bytes) -> Checkpoint:
         raise
     except (ValueError, KeyError, TypeError, IndexError, zlib.error) as err:
         raise CheckpointError(f"undecodable checkpoint: {type(err).__name__}: {err}") from err
-
-
-def held_set(pairs: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    return tuple(sorted(set(pairs)))
 
 
 class ReplayFilter:

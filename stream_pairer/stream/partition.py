@@ -21,12 +21,19 @@ from itertools import islice
 from typing import Any, Final, NamedTuple, Protocol
 
 from stream_pairer.core.engine import Record
-from stream_pairer.core.formats import parse_record
-from stream_pairer.core.model import CALL, RESULT, FormatError, Source, dead_letter
+from stream_pairer.core.model import Source
 from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.ops.metrics import Metrics
+from stream_pairer.core.vocab import RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.stream.clock import NEG_INF, StreamClock
+
+# Output topic name templates (`{topic}` is the input topic): the defaults of the sidecar and audit.
+PAIRS_TOPIC: Final = "{topic}.pairs"
+ORPHANS_TOPIC: Final = "{topic}.orphans"
+DEAD_LETTER_TOPIC: Final = "{topic}.dead-letter"
+
+_PAIR: Final = RecordKind.PAIR.value
+_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 # Lineage headers of a record re-keyed by --repartition (see repartition.py).
 H_TOPIC: Final = "sp-src-topic"
@@ -82,8 +89,8 @@ class OutputTopics:
 
     @classmethod
     def for_input(
-        cls, topic: str, pairs: str = "{topic}.pairs", orphans: str = "{topic}.orphans",
-        dead_letters: str = "{topic}.dead-letter",
+        cls, topic: str, pairs: str = PAIRS_TOPIC, orphans: str = ORPHANS_TOPIC,
+        dead_letters: str = DEAD_LETTER_TOPIC,
     ) -> OutputTopics:  # fmt: skip
         """Names from templates; `{topic}` is the input topic."""
         return cls(pairs.format(topic=topic), orphans.format(topic=topic), dead_letters.format(topic=topic))
@@ -124,7 +131,6 @@ class PartitionState:
         start_offset: int | None,
         restore: Checkpoint | None = None,
         wall_ms: float = 0.0,
-        metrics: Metrics | None = None,
         lineage_headers: bool = False,
     ) -> None:
         self.topic = topic
@@ -133,7 +139,6 @@ class PartitionState:
         self.pipeline = pipeline
         self.engine = pipeline.engine
         self.outputs = outputs
-        self.metrics = metrics
         self.clock = StreamClock()
         # Offset after the last processed record; None until known (no commit yet and nothing read).
         self.next_offset: int | None = start_offset
@@ -141,10 +146,7 @@ class PartitionState:
         self.replay: ReplayFilter | None = None
         self.dirty = False  # something to commit since the last commit
         self.records_fed = 0
-        self.replay_skipped = 0  # records a checkpointed replay did not need to process again
         self.missed: list[tuple[int, int]] = []  # held events the replay could not find (see ReplayFilter)
-        self._evictions_seen: dict[str, int] = {}
-        self._formats_seen: dict[str, int] = {}
         if restore is not None:
             self.replay = ReplayFilter(restore)
             if restore.stream_ms is not None:
@@ -168,10 +170,8 @@ class PartitionState:
                 continue  # already processed in this assignment (a stale fetch after a seek)
             blocks = self.replay.blocks(offset) if self.replay is not None else None
             if blocks is not None:
-                if blocks:
+                if blocks:  # empty: all of the record was emitted before the commit, skip it
                     self._restore_record(msg, blocks, out)
-                else:
-                    self.replay_skipped += 1
             else:
                 self._feed_record(msg, out)
             self.next_offset = offset + 1
@@ -185,7 +185,6 @@ class PartitionState:
             if not self.replay.active:
                 self.replay = None
         self.clock.observe(self.engine.now_ms, wall_ms)
-        self._observe_evictions()
         return out
 
     def _source(self, msg: InputRecord) -> dict[str, Any]:
@@ -195,54 +194,22 @@ class PartitionState:
         return here
 
     def _feed_record(self, msg: InputRecord, out: list[Emitted]) -> None:
-        summary = self.pipeline.summary
-        events = summary.events
-        calls0, results0, skipped0 = events[CALL], events[RESULT], summary.skipped
         key = msg.key
         recs = self.pipeline.feed(
             msg.value or b"", self._source(msg), key=decode_key(key), arrival_ms=float(msg.timestamp)
         )
-        metrics = self.metrics
-        if metrics is not None:
-            calls, results = events[CALL] - calls0, events[RESULT] - results0
-            if calls or results:
-                metrics.observe_record_read(self._format_changed(), calls, results)
-            elif summary.skipped != skipped0:
-                metrics.observe_record_read(None, 0, 0)
-                metrics.observe_skipped()
         self._route(recs, key, out)
 
-    def _format_changed(self) -> str | None:
-        """The format of the record just fed: the one whose event count moved."""
-        seen = self._formats_seen
-        found: str | None = None
-        for fmt, n in self.pipeline.summary.events_by_format.items():
-            if seen.get(fmt) != n:
-                seen[fmt] = n
-                found = fmt
-        return found
-
     def _restore_record(self, msg: InputRecord, blocks: frozenset[int], out: list[Emitted]) -> None:
-        """Re-process only the events of this record that were still held at the last commit.
-
-        Deliberately not `Pipeline.feed`: this rebuilds state that was already counted when the
-        record was first read, so nothing is counted again and no other block is re-emitted.
-        """
-        source = self._source(msg)
-        raw = msg.value or b""
-        try:
-            events = parse_record(raw, source, key=decode_key(msg.key), config=self.pipeline.format_config)
-        except FormatError as err:
-            # Only possible if the format options changed between runs: the held events can no longer
-            # be read, and must still end somewhere.
-            self._route([dead_letter(raw, err.reason, err.detail, source)], msg.key, out)
-            return
-        recs: list[Record] = []
-        for ev in events:
-            if ev.block in blocks:
-                recs.extend(self.engine.process(ev, float(msg.timestamp)))
-        for rec in recs:  # rare: only if the limits changed between runs (evictions)
-            self.pipeline.summary.count_output(rec)
+        """Re-process only the events of this record that were still held at the last commit: the
+        pipeline's replay mode, which counts nothing of the input again and re-emits no other block."""
+        recs = self.pipeline.feed(
+            msg.value or b"",
+            self._source(msg),
+            key=decode_key(msg.key),
+            arrival_ms=float(msg.timestamp),
+            replay_blocks=blocks,
+        )
         self._route(recs, msg.key, out)
 
     def tick(
@@ -261,7 +228,6 @@ class PartitionState:
         self._route(self.pipeline.advance(target), None, out)
         if out:
             self.dirty = True
-        self._observe_evictions()
         return out
 
     def flush(self, reason: str) -> list[Emitted]:
@@ -327,18 +293,9 @@ class PartitionState:
         topics = self.outputs
         for rec in recs:
             kind = rec["kind"]
-            if kind == "pair":
+            if kind == _PAIR:
                 out.append(Emitted(topics.pairs, rec["conversation_id"].encode(), rec))
-            elif kind == "dead_letter":
+            elif kind == _DEAD_LETTER:
                 out.append(Emitted(topics.dead_letters, input_key, rec))
             else:
                 out.append(Emitted(topics.orphans, rec["conversation_id"].encode(), rec))
-
-    def _observe_evictions(self) -> None:
-        if self.metrics is None:
-            return
-        for limit, n in self.engine.evictions.items():
-            seen = self._evictions_seen.get(limit, 0)
-            if n > seen:
-                self.metrics.observe_eviction(n - seen, limit)
-                self._evictions_seen[limit] = n

@@ -13,7 +13,7 @@ knows *how* with aiokafka, so the orchestration reads without client details:
   original EOS design) means the next owner of a partition fences the previous one and aborts its
   open transaction the moment it starts, whichever instance it runs on.
 
-Errors leave this module as `stream_pairer.errors` classes (see `classify`).
+Errors leave this module as `stream_pairer.errors` classes (see `adapters/kafka/errors.py`).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.errors import (
     BrokerUnavailable,
     CheckpointError,
     CommitFailed,
     ConfigError,
     SidecarError,
-    classify,
 )
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream import checkpoint as ckpt
@@ -253,20 +253,7 @@ class CheckpointStore:
         todo = [w for w in where if hi[w] > begins[w]]
         while todo:
             lo = {w: max(begins[w], hi[w] - window) for w in todo}
-            for w in todo:
-                reader.seek(w, lo[w])
-            reader.pause(*[w for w in where if w not in lo])
-            reader.resume(*todo)
-            newest: dict[TopicPartition, bytes] = {}  # in this window: the last one wins
-            while True:
-                behind = [w for w in todo if await reader.position(w) < hi[w]]
-                if not behind:
-                    break
-                for w, recs in (await reader.getmany(*behind, timeout_ms=1000)).items():
-                    for rec in recs:
-                        target = wanted[w].get(rec.key) if rec.key is not None else None
-                        if target is not None and lo[w] <= rec.offset < hi[w] and rec.value is not None:
-                            newest[target] = rec.value
+            newest = await self._read_window(reader, where, todo=todo, lo=lo, hi=hi, wanted=wanted)
             for target, value in newest.items():
                 found.setdefault(target, value)  # a newer window's find is never replaced by an older one
             # Inputs with no checkpoint in their window: look further back in that checkpoint partition.
@@ -274,18 +261,45 @@ class CheckpointStore:
             for w in todo:
                 hi[w] = lo[w]
             window *= 4
-        out: dict[TopicPartition, Checkpoint | None] = {}
-        for tp in tps:
-            raw = found.get(tp)
-            if raw is None:
-                out[tp] = None
-                continue
-            try:
-                out[tp] = ckpt.decode(raw)
-            except CheckpointError as err:
-                log.warning("checkpoint of %s ignored (plain replay instead): %s", tp_key(tp), err)
-                out[tp] = None
-        return out
+        return {tp: _decoded(tp, found.get(tp)) for tp in tps}
+
+    @staticmethod
+    async def _read_window(
+        reader: AIOKafkaConsumer,
+        where: list[TopicPartition],
+        *,
+        todo: list[TopicPartition],
+        lo: dict[TopicPartition, int],
+        hi: dict[TopicPartition, int],
+        wanted: dict[TopicPartition, dict[bytes, TopicPartition]],
+    ) -> dict[TopicPartition, bytes]:
+        """Read `[lo, hi)` of each checkpoint partition in `todo`: the newest checkpoint found there
+        of each wanted input partition (within a window the last one wins)."""
+        for w in todo:
+            reader.seek(w, lo[w])
+        reader.pause(*[w for w in where if w not in lo])
+        reader.resume(*todo)
+        newest: dict[TopicPartition, bytes] = {}
+        while True:
+            behind = [w for w in todo if await reader.position(w) < hi[w]]
+            if not behind:
+                return newest
+            for w, recs in (await reader.getmany(*behind, timeout_ms=1000)).items():
+                for rec in recs:
+                    target = wanted[w].get(rec.key) if rec.key is not None else None
+                    if target is not None and lo[w] <= rec.offset < hi[w] and rec.value is not None:
+                        newest[target] = rec.value
+
+
+def _decoded(tp: TopicPartition, raw: bytes | None) -> Checkpoint | None:
+    """A found checkpoint, decoded; None for none found or an undecodable one (plain replay)."""
+    if raw is None:
+        return None
+    try:
+        return ckpt.decode(raw)
+    except CheckpointError as err:
+        log.warning("checkpoint of %s ignored (plain replay instead): %s", tp_key(tp), err)
+        return None
 
 
 # -------------------------------------------------------------------------------- delivery

@@ -29,11 +29,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.structs import OffsetAndMetadata
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.io import KafkaSettings, make_producer, tp_key
 from stream_pairer.core.formats import FormatConfig
 from stream_pairer.core.formats.common import conversation_id
 from stream_pairer.core.model import FormatError
-from stream_pairer.errors import Fenced, SidecarError, classify
+from stream_pairer.errors import Fenced, SidecarError
 from stream_pairer.stream.partition import lineage_headers
 
 log = logging.getLogger("stream_pairer.adapters.kafka.rekeyer")

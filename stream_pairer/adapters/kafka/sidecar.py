@@ -37,6 +37,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.io import (
     AtLeastOnce,
     CheckpointStore,
@@ -54,12 +55,20 @@ from stream_pairer.adapters.kafka.rekeyer import Rekeyer
 from stream_pairer.core.engine import Engine, EngineConfig, Tagger
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError, classify
+from stream_pairer.core.vocab import OrphanReason
+from stream_pairer.errors import BrokerUnavailable, CommitFailed, ConfigError, Fenced, SidecarError
 from stream_pairer.ops.http import HttpServer, Response
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token
 from stream_pairer.stream.clock import TickSchedule
-from stream_pairer.stream.partition import Emitted, OutputTopics, PartitionState
+from stream_pairer.stream.partition import (
+    DEAD_LETTER_TOPIC,
+    ORPHANS_TOPIC,
+    PAIRS_TOPIC,
+    Emitted,
+    OutputTopics,
+    PartitionState,
+)
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 
@@ -78,9 +87,9 @@ class SidecarConfig:
     input_topics: tuple[str, ...]
     group_id: str
     exactly_once: bool = False
-    pairs_topic: str = "{topic}.pairs"
-    orphans_topic: str = "{topic}.orphans"
-    dead_letter_topic: str = "{topic}.dead-letter"
+    pairs_topic: str = PAIRS_TOPIC
+    orphans_topic: str = ORPHANS_TOPIC
+    dead_letter_topic: str = DEAD_LETTER_TOPIC
     checkpoint_topic: str = "{topic}.pairer-checkpoints"
     create_topics: bool = True
     replication_factor: int = 1
@@ -255,18 +264,6 @@ class Sidecar:
     async def wait(self) -> None:
         if self._task is not None:
             await asyncio.shield(self._task)
-
-    async def abort(self) -> None:
-        """Die without committing anything (a crash, for tests): clients are closed, nothing flushed."""
-        self._stopping.set()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        if self._http is not None:
-            await self._http.stop()
-            self._http = None
 
     # ================================================================== health
 
@@ -618,7 +615,7 @@ class Sidecar:
         async with self._lock:
             if self.config.flush_on_shutdown:
                 for tp, st in list(self.states.items()):
-                    await self._send(tp, st.flush("shutdown"), None)
+                    await self._send(tp, st.flush(OrphanReason.SHUTDOWN.value), None)
             dirty = sum(1 for st in self.states.values() if st.dirty)
             await self._commit(consumer, self.states)
             flushed = " (held events flushed as orphans)" if self.config.flush_on_shutdown else ""
@@ -724,10 +721,12 @@ class Sidecar:
                     tp_key(tp), cp.committed, offset,
                 )  # fmt: skip
                 cp = None
-            pipeline = Pipeline(Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats)
+            pipeline = Pipeline(
+                Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats, observer=self.metrics
+            )
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
-                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000, metrics=self.metrics,
+                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,
                 lineage_headers=cfg.repartition,
             )  # fmt: skip
             if cp is not None:

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import orjson
 
-from stream_pairer.adapters.files import OUTPUT_FILES, InputError, read_lines
+from stream_pairer.adapters.files import OUTPUT_FILES, read_lines
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.cli.options import add_option, positive_float, positive_int
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
+from stream_pairer.errors import AuditReadError, InputError
+from stream_pairer.stream.partition import DEAD_LETTER_TOPIC, ORPHANS_TOPIC, PAIRS_TOPIC
 
 NAME = "audit"
 HELP = "check that every input event is in exactly one output record (files or Kafka topics)"
@@ -48,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="OUT",
         help="files mode: the output directory or output files; topics mode: output "
         "topics, with {topic} expanded for each input topic as `run` does "
-        "(default {topic}.pairs {topic}.orphans {topic}.dead-letter)",
+        f"(default {PAIRS_TOPIC} {ORPHANS_TOPIC} {DEAD_LETTER_TOPIC})",
     )
     add_option(parser, "--bootstrap-servers", help="Kafka bootstrap servers: audit topics instead of files")
     add_option(parser, "--input-topic", action="append", help="input topic of the run (repeatable)")
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             if not args.input_topic:
                 return _usage("--bootstrap-servers needs --input-topic")
             outputs = expand_topics(
-                args.outputs or ["{topic}.pairs", "{topic}.orphans", "{topic}.dead-letter"], args.input_topic
+                args.outputs or [PAIRS_TOPIC, ORPHANS_TOPIC, DEAD_LETTER_TOPIC], args.input_topic
             )
             report = asyncio.run(
                 audit_topics(
@@ -151,10 +153,6 @@ def expand_topics(templates: list[str], input_topics: list[str]) -> list[str]:
 def _usage(msg: str) -> int:
     print(f"stream-pairer audit: {msg}", file=sys.stderr)
     return 2
-
-
-class AuditReadError(Exception):
-    """Topics that cannot be read to their end (missing input topic, broker gone, timeout)."""
 
 
 # ---------------------------------------------------------------------------------------------- files

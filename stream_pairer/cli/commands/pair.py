@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from stream_pairer.adapters.files import InputError, OutputWriter, read_lines
+from stream_pairer.adapters.files import OutputWriter, read_lines
 from stream_pairer.cli.options import (
     add_engine_arguments,
     engine_config_from_args,
@@ -19,6 +19,8 @@ from stream_pairer.cli.options import (
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.native import NativePipeline, choose_engine
 from stream_pairer.core.pipeline import Pipeline, Summary
+from stream_pairer.core.vocab import OrphanReason
+from stream_pairer.errors import InputError
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                     progress.tick()
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
-            write(pipeline.flush("end_of_input", result_reason="no_call"))
+            write(pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value))
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 1

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stream_pairer.adapters.files import InputError
 from stream_pairer.analysis.report import FORMATS, Report, build, input_files, parse_time, render
+from stream_pairer.errors import InputError
 
 NAME = "report"
 HELP = (

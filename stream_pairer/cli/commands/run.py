@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import sys
+from typing import Any
 
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
 from stream_pairer.cli.options import (
@@ -35,6 +36,11 @@ NAME = "run"
 HELP = "run as a Kafka sidecar: consume tool events, produce pairs, orphans and dead letters"
 
 log = logging.getLogger("stream_pairer.run")
+
+
+def _default(name: str) -> Any:
+    """The default of a SidecarConfig field: options read it from there, so it is written once."""
+    return SidecarConfig.__dataclass_fields__[name].default
 
 
 def _port(value: str) -> int:
@@ -57,43 +63,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         k,
         "--exactly-once",
         action="store_true",
-        default=False,
+        default=_default("exactly_once"),
         help="transactional outputs + offsets: a replay emits nothing twice (consumers: read_committed)",
     )
-    add_option(k, "--pairs-topic", default="{topic}.pairs", help="pairs output topic ({topic} = input topic)")
-    add_option(k, "--orphans-topic", default="{topic}.orphans", help="orphans output topic")
-    add_option(k, "--dead-letter-topic", default="{topic}.dead-letter", help="dead-letter output topic")
+    add_option(
+        k, "--pairs-topic", default=_default("pairs_topic"), help="pairs output topic ({topic} = input topic)"
+    )
+    add_option(k, "--orphans-topic", default=_default("orphans_topic"), help="orphans output topic")
+    add_option(
+        k, "--dead-letter-topic", default=_default("dead_letter_topic"), help="dead-letter output topic"
+    )
     add_option(
         k,
         "--checkpoint-topic",
-        default="{topic}.pairer-checkpoints",
+        default=_default("checkpoint_topic"),
         help="internal compacted topic of replay checkpoints ({topic}, {group})",
     )
     add_option(
         k,
         "--repartition",
         action="store_true",
-        default=False,
+        default=_default("repartition"),
         help="input not keyed by conversation: first re-key it to an internal topic, then pair",
     )
     add_option(
         k,
         "--repartition-topic",
-        default="{topic}.by-conversation",
+        default=_default("repartition_topic"),
         help="--repartition: the internal re-keyed topic ({topic} = input topic)",
     )
     add_option(
         k,
         "--no-create-topics",
         action="store_true",
-        default=False,
+        default=not _default("create_topics"),
         help="do not create missing output/checkpoint topics (fail and retry instead)",
     )
     add_option(
         k,
         "--replication-factor",
         type=int,
-        default=1,
+        default=_default("replication_factor"),
         help="replication factor of the topics this command creates (-1: the broker's default)",
     )
     add_option(
@@ -102,54 +112,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         k,
         "--transactional-id-prefix",
-        default="stream-pairer",
+        default=_default("transactional_id_prefix"),
         help="exactly-once: transactional ids are <prefix>.<group>.<topic>.<partition>",
     )
     add_option(
         k,
         "--auto-offset-reset",
-        default="earliest",
+        default=_default("auto_offset_reset"),
         choices=["earliest", "latest"],
         help="where a partition without a committed offset starts",
     )
     add_option(
         k,
         "--isolation-level",
-        default="read_committed",
+        default=_default("isolation_level"),
         choices=["read_committed", "read_uncommitted"],
         help="isolation level for reading the input topics",
     )
-    add_option(k, "--max-records", type=positive_int, default=1000, help="records per fetched batch")
-    add_option(k, "--poll-timeout", type=positive_float, default=0.2, help="seconds a fetch waits for data")
+    add_option(
+        k,
+        "--max-records",
+        type=positive_int,
+        default=_default("max_records"),
+        help="records per fetched batch",
+    )
+    add_option(
+        k,
+        "--poll-timeout",
+        type=positive_float,
+        default=_default("poll_timeout_s"),
+        help="seconds a fetch waits for data",
+    )
     add_option(
         k,
         "--commit-interval",
         type=non_negative_float,
-        default=None,
+        default=_default("commit_interval_s"),
         help="seconds between commits (default: 1 at-least-once, 0.1 exactly-once; 0 = every batch)",
     )
     add_option(
         k,
         "--tick-interval",
         type=positive_float,
-        default=1.0,
+        default=_default("tick_interval_s"),
         help="seconds between wall-clock ticks that time out calls on quiet partitions",
     )
     add_option(
         k,
         "--session-timeout",
         type=positive_float,
-        default=10.0,
+        default=_default("session_timeout_ms") / 1000,
         help="consumer group session timeout, seconds",
     )
     add_option(
-        k, "--request-timeout", type=positive_float, default=30.0, help="Kafka request timeout, seconds"
+        k,
+        "--request-timeout",
+        type=positive_float,
+        default=_default("request_timeout_ms") / 1000,
+        help="Kafka request timeout, seconds",
     )
     add_option(
         k,
         "--max-output-bytes",
         type=positive_int,
-        default=1_000_000,
+        default=_default("max_output_bytes"),
         help="an output record larger than this loses its payloads (payload_truncated: true)",
     )
     s = parser.add_argument_group("lifecycle and HTTP")
@@ -157,30 +183,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         s,
         "--shutdown-timeout",
         type=positive_float,
-        default=30.0,
+        default=_default("shutdown_timeout_s"),
         help="seconds a SIGTERM shutdown may take (finish batch, deliver, commit)",
     )
     add_option(
         s,
         "--flush-on-shutdown",
         action="store_true",
-        default=False,
+        default=_default("flush_on_shutdown"),
         help="emit held calls/results as orphans (reason shutdown) on stop: for decommissioning",
     )
-    add_option(s, "--http-host", default="0.0.0.0", help="address of the /metrics /healthz /readyz endpoint")
     add_option(
-        s, "--http-port", type=_port, default=9464, help="port of that endpoint (0: an ephemeral port)"
+        s,
+        "--http-host",
+        default=_default("http_host"),
+        help="address of the /metrics /healthz /readyz endpoint",
+    )
+    add_option(
+        s,
+        "--http-port",
+        type=_port,
+        default=_default("http_port"),
+        help="port of that endpoint (0: an ephemeral port)",
     )
     add_option(s, "--no-http", action="store_true", default=False, help="no HTTP endpoint")
     add_option(
         s,
         "--ready-timeout",
         type=positive_float,
-        default=15.0,
+        default=_default("ready_timeout_s"),
         help="/readyz fails when no fetch response came for this many seconds",
     )
     add_option(
-        s, "--backoff-max", type=positive_float, default=30.0, help="cap of the reconnect backoff, seconds"
+        s,
+        "--backoff-max",
+        type=positive_float,
+        default=_default("backoff_max_s"),
+        help="cap of the reconnect backoff, seconds",
     )
     add_option(s, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     add_engine_arguments(parser)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from stream_pairer.core.formats import FORMATS, FormatConfig, parse_record
 from stream_pairer.core.model import CALL, RESULT, FormatError, ToolEvent, format_ts
-from tests.formats_helpers import DEAD_LETTER_REASONS, SAMPLES
+from tests.core.formats_helpers import DEAD_LETTER_REASONS, SAMPLES
 
 REASONS = DEAD_LETTER_REASONS
 SRC = {"file": "fuzz.jsonl", "line": 1}

@@ -18,7 +18,7 @@ import pytest
 
 from stream_pairer.core.formats import FORMATS, parse_record
 from stream_pairer.core.model import CALL, RESULT, ToolEvent
-from tests.formats_helpers import SAMPLES, brief, parse_file, sample_lines
+from tests.core.formats_helpers import SAMPLES, brief, parse_file, sample_lines
 
 
 def ms(iso: str) -> float:
@@ -345,7 +345,7 @@ def test_size_is_the_record_split_over_its_events() -> None:
 
 
 def test_canonical_samples_match_the_json_schema() -> None:
-    schema_path = Path(__file__).parent.parent / "stream_pairer" / "schemas" / "canonical_event.schema.json"
+    schema_path = Path(__file__).parents[2] / "stream_pairer" / "schemas" / "canonical_event.schema.json"
     validator = jsonschema_rs.Draft202012Validator(json.loads(schema_path.read_text()))
     for raw in sample_lines("canonical.jsonl"):
         validator.validate(json.loads(raw))

@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.tool_helpers import promtool
+from tests.ops.tool_helpers import promtool
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "deploy" / "prometheus"
 RULES = RULES_DIR / "stream-pairer-rules.yml"
 RULE_TESTS = (RULES_DIR / "stream-pairer-rules.test.yml", RULES_DIR / "stream-pairer-rules.baseline.test.yml")

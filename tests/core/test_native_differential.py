@@ -252,7 +252,7 @@ def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
     import sys  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import datagen  # noqa: PLC0415
 
     ds = datagen.generate(60, 3000, drain=True)

@@ -26,7 +26,7 @@ from stream_pairer.ops.metrics import (
     metric_names,
 )
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "stream_pairer" / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "stream_pairer" / "schemas"
 
 
 def value(m: Metrics, name: str, **labels: str) -> float:

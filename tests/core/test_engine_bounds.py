@@ -22,7 +22,7 @@ from stream_pairer.core.engine import (
     held_cost,
 )
 from stream_pairer.core.model import ToolEvent
-from tests.engine_helpers import call, key, members, result
+from tests.core.engine_helpers import call, key, members, result
 
 
 def run(engine: Engine, events: list[ToolEvent]) -> list[dict[str, Any]]:

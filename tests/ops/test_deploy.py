@@ -34,7 +34,7 @@ import yaml
 
 from stream_pairer.cli.options import env_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 MANIFESTS = sorted(K8S.glob("*.yaml"))

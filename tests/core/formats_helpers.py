@@ -8,7 +8,7 @@ from typing import Any
 from stream_pairer.core.formats import parse_record
 from stream_pairer.core.model import ToolEvent
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parents[1] / "samples"
 
 
 def sample_lines(name: str) -> list[bytes]:

@@ -67,12 +67,11 @@ def state(
     return PartitionState(
         "in",
         0,
-        Pipeline(Engine(cfg)),
+        Pipeline(Engine(cfg), observer=metrics),
         TOPICS,
         start_offset=start,
         restore=restore,
         wall_ms=0.0,
-        metrics=metrics,
     )
 
 

@@ -471,7 +471,7 @@ def test_pair_then_report_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
     ]
     src = tmp_path / "in.jsonl"
     write_jsonl(src, lines)
-    schemas = Path(__file__).parent / "samples" / "tool_schemas" / "mixed_example.json"
+    schemas = Path(__file__).parents[1] / "samples" / "tool_schemas" / "mixed_example.json"
     assert main(["pair", str(src), "--out", str(tmp_path / "out"), "-q", "--tool-schemas", str(schemas)]) == 0
     capsys.readouterr()
     assert main(["report", str(tmp_path / "out"), "--format", "json"]) == 0

@@ -16,7 +16,7 @@ import pytest
 from stream_pairer.cli.app import main
 from stream_pairer.core import native
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(str(p) for p in (REPO / "tests" / "samples").glob("*.jsonl"))
 needs_native = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 

@@ -11,6 +11,7 @@ from aiokafka import TopicPartition
 from aiokafka import errors as ak
 from prometheus_client import CollectorRegistry
 
+from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.io import encode_output
 from stream_pairer.adapters.kafka.sidecar import Backoff, Sidecar, SidecarConfig, partition_tagger
 from stream_pairer.cli.app import build_parser
@@ -23,7 +24,6 @@ from stream_pairer.errors import (
     DeliveryFailed,
     Fenced,
     SidecarError,
-    classify,
 )
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics

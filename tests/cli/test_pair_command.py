@@ -16,7 +16,7 @@ from referencing import Registry, Resource
 
 from stream_pairer.cli.app import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "mixed.jsonl"
 SCHEMAS = ROOT / "stream_pairer" / "schemas"
 

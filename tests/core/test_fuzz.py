@@ -14,8 +14,8 @@ The properties, checked on every run:
 The suite runs a few thousand records (`STREAM_PAIRER_FUZZ_RECORDS` raises it); the 100k run is this
 file as a script, which prints its figures; with atheris installed, a coverage-guided run too:
 
-    python tests/test_fuzz.py --records 100000 --seed 1
-    python tests/test_fuzz.py --atheris -max_total_time=300
+    python tests/core/test_fuzz.py --records 100000 --seed 1
+    python tests/core/test_fuzz.py --atheris -max_total_time=300
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 if __package__ in (None, ""):  # run as a script: make `stream_pairer` importable from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.core.engine import Engine, EngineConfig
@@ -48,8 +48,8 @@ from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.core.toolschemas import ToolSchemaError, ToolSchemaRegistry
 
-SAMPLES = Path(__file__).parent / "samples"
-SCHEMA_FILE = Path(__file__).parents[1] / "stream_pairer" / "schemas" / "dead_letter.schema.json"
+SAMPLES = Path(__file__).parents[1] / "samples"
+SCHEMA_FILE = Path(__file__).parents[2] / "stream_pairer" / "schemas" / "dead_letter.schema.json"
 DEAD_LETTER_REASONS = frozenset(json.loads(SCHEMA_FILE.read_text())["properties"]["reason"]["enum"])
 
 # Values of every JSON type, and the edges parsers trip on.

@@ -33,7 +33,7 @@ from stream_pairer.core.tagging import (
 )
 from stream_pairer.core.toolschemas import ToolSchemaRegistry
 
-SAMPLES = Path(__file__).parent / "samples" / "tool_schemas" / "shapes"
+SAMPLES = Path(__file__).parents[1] / "samples" / "tool_schemas" / "shapes"
 T0 = 1_735_689_600_000.0  # 2025-01-01T00:00:00Z
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from stream_pairer.core.engine import Engine, EngineConfig, held_cost
 from stream_pairer.core.model import ToolEvent
-from tests.engine_helpers import call, key, members, result
+from tests.core.engine_helpers import call, key, members, result
 
 NAMES = ["search", "fetch", "weather", None]
 

@@ -11,7 +11,7 @@ import pytest
 
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
 from stream_pairer.core.model import FormatError, ToolEvent
-from tests.formats_helpers import DEAD_LETTER_REASONS
+from tests.core.formats_helpers import DEAD_LETTER_REASONS
 
 SRC = {"topic": "ai-logs", "partition": 3, "offset": 1207}
 

@@ -24,9 +24,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_pairer.ops.metrics import Metrics, metric_names
-from tests.tool_helpers import promtool
+from tests.ops.tool_helpers import promtool
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "grafana" / "dashboards" / "stream-pairer.json"
 RULES = ROOT / "deploy" / "prometheus" / "stream-pairer-rules.yml"
 PROVISIONING = ROOT / "grafana" / "provisioning"

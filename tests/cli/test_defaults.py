@@ -1,0 +1,67 @@
+"""Each default is defined once: the command-line options read theirs from the config classes, so a
+run with no options configures exactly what the classes' own defaults say."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from stream_pairer.adapters.kafka.sidecar import SidecarConfig
+from stream_pairer.cli.app import build_parser
+from stream_pairer.cli.commands.run import config_from_args
+from stream_pairer.cli.options import engine_config_from_args, format_config_from_args, tagger_from_args
+from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.formats import DEFAULT_CONFIG
+from stream_pairer.core.tagging import FailureTagger
+from stream_pairer.stream.partition import OutputTopics
+
+REQUIRED = ["--bootstrap-servers", "127.0.0.1:9092", "--input-topic", "t", "--group-id", "g"]
+
+
+@pytest.fixture(autouse=True)
+def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment is a source of option values too; these tests want the bare defaults."""
+    for name in list(os.environ):
+        if name.startswith("STREAM_PAIRER_"):
+            monkeypatch.delenv(name)
+
+
+def tagger_limits(t: FailureTagger) -> tuple[object, ...]:
+    return (t.max_calls, t.max_ms, t.max_hashes, t.max_total, t.schemas)
+
+
+def test_run_without_options_is_the_sidecar_config_defaults() -> None:
+    got = config_from_args(build_parser("run").parse_args(["run", *REQUIRED]))
+    want = SidecarConfig(bootstrap_servers="127.0.0.1:9092", input_topics=("t",), group_id="g")
+    own = {"client_id"}  # built from --instance-id (the host name) on purpose
+    compared = [f.name for f in dataclasses.fields(SidecarConfig) if f.name not in own | {"tagger"}]
+    assert len(compared) > 30
+    assert {n: getattr(got, n) for n in compared} == {n: getattr(want, n) for n in compared}
+    assert got.engine == EngineConfig() and got.formats == DEFAULT_CONFIG
+    assert isinstance(got.tagger, FailureTagger)
+    assert tagger_limits(got.tagger) == tagger_limits(FailureTagger())
+
+
+def test_pair_without_options_is_the_engine_format_and_tagger_defaults() -> None:
+    args = build_parser("pair").parse_args(["pair", "in.jsonl", "--out", "o"])
+    assert engine_config_from_args(args) == EngineConfig()
+    assert format_config_from_args(args) == DEFAULT_CONFIG
+    assert tagger_limits(tagger_from_args(args)) == tagger_limits(FailureTagger())
+
+
+def test_output_topic_templates_have_one_definition() -> None:
+    cfg = SidecarConfig(bootstrap_servers="b", input_topics=("t",), group_id="g")
+    assert (
+        cfg.outputs("t")
+        == OutputTopics.for_input("t")
+        == OutputTopics("t.pairs", "t.orphans", "t.dead-letter")
+    )
+
+
+def test_an_option_default_moves_with_its_config_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counter-check: change a class default and the option follows (nothing is copied)."""
+    field = SidecarConfig.__dataclass_fields__["max_records"]
+    monkeypatch.setattr(field, "default", 7)
+    assert build_parser("run").parse_args(["run", *REQUIRED]).max_records == 7
