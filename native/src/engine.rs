@@ -85,7 +85,7 @@ struct Conv {
 
 const NIL: usize = usize::MAX;
 
-/// What the caller receives: encoded records and, per record, the Summary label it counts under.
+/// What one entry point emitted: the encoded records back to back in `buf`, each ending at `ends[i]`.
 #[derive(Default)]
 pub struct Out {
     pub buf: Vec<u8>,
@@ -230,8 +230,7 @@ impl Engine {
                 if !waiting.is_empty() {
                     let first = waiting[0];
                     let res = self.release(first).expect("held result");
-                    let seq = self.next_seq();
-                    let _ = seq;
+                    self.next_seq(); // the Python engine numbers the late call's Held too
                     let call_held = Held { ev: Box::new(call), ts_ms: ts, deadline_ms: ts, conv };
                     self.emit_pair(call_held, res, "id", None, out);
                     let dups: Vec<u64> = self.conv(conv).pending.get(&cid).cloned().unwrap_or_default();

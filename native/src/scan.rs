@@ -42,6 +42,8 @@ fn object<'a>(b: &'a [u8], pos: usize, depth: u32, mut members: Option<&mut Vec<
         return None;
     }
     let mut keys: Vec<&[u8]> = Vec::new();
+    // Past a few dozen keys the pairwise check would be quadratic: a set takes over.
+    let mut many: Option<rustc_hash::FxHashSet<&[u8]>> = None;
     let mut p = pos + 1;
     if *b.get(p)? == b'}' {
         return Some(p + 1);
@@ -49,10 +51,23 @@ fn object<'a>(b: &'a [u8], pos: usize, depth: u32, mut members: Option<&mut Vec<
     loop {
         let kend = string(b, p)?;
         let key = &b[p + 1..kend - 1];
-        if keys.iter().any(|k| *k == key) {
+        let seen = match many.as_mut() {
+            Some(set) => !set.insert(key),
+            None if keys.len() >= 32 => {
+                let mut set: rustc_hash::FxHashSet<&[u8]> = keys.drain(..).collect();
+                let seen = !set.insert(key);
+                many = Some(set);
+                seen
+            }
+            None => {
+                let seen = keys.iter().any(|k| *k == key);
+                keys.push(key);
+                seen
+            }
+        };
+        if seen {
             return None; // orjson keeps one of them: the bytes would not survive a round trip
         }
-        keys.push(key);
         if *b.get(kend)? != b':' {
             return None;
         }

@@ -314,10 +314,15 @@ def test_canonical_check_agrees_with_an_orjson_round_trip(value: Any, how: str) 
         b'{"a":-0}',
         b'{"a":18446744073709551616}',
         b'{"a": 1}',
+        orjson.dumps({f"k{i}": i for i in range(40)})[:-1] + b',"k3":0}',  # past the pairwise check
     ],
 )
 def test_non_canonical_values_are_refused(raw: bytes) -> None:
     assert not native._native.is_canonical(raw)
+
+
+def test_large_objects_without_duplicates_are_canonical() -> None:
+    assert native._native.is_canonical(orjson.dumps({f"k{i}": [i, {"k1": i}] for i in range(100)}))
 
 
 FAST = {
