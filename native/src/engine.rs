@@ -60,12 +60,23 @@ struct Held {
     conv: usize,
 }
 
-#[derive(PartialEq, PartialOrd)]
+/// A timer (deadline, seq), ordered as Python orders the tuple (deadlines are never NaN).
 struct Timer(f64, u64);
+impl PartialEq for Timer {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
 impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
 impl Ord for Timer {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+        // As Python compares floats (-0.0 == 0.0), not total_cmp.
+        self.0.partial_cmp(&o.0).unwrap_or(Ordering::Equal).then(self.1.cmp(&o.1))
     }
 }
 
@@ -180,7 +191,10 @@ impl Engine {
         let seqs: Vec<u64> = self.held.keys().copied().collect();
         for seq in seqs {
             if let Some(h) = self.held.get(&seq) {
-                let r = if !h.ev.is_call && result_reason.is_some() { result_reason.unwrap() } else { reason };
+                let r = match result_reason {
+                    Some(rr) if !h.ev.is_call => rr,
+                    _ => reason,
+                };
                 self.emit_orphan_seq(seq, r, out);
             }
         }

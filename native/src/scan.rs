@@ -60,7 +60,7 @@ fn object<'a>(b: &'a [u8], pos: usize, depth: u32, mut members: Option<&mut Vec<
                 seen
             }
             None => {
-                let seen = keys.iter().any(|k| *k == key);
+                let seen = keys.contains(&key);
                 keys.push(key);
                 seen
             }
