@@ -13,7 +13,8 @@ to the orjson round trip and, for `native`, which share of records the fast path
 
     python bench/native_bench.py                                   # 1k, 100k, 1M conversations
     python bench/native_bench.py --conversations 1000 --records 200000 --repeat 5
-    python bench/native_bench.py --canonical-only                  # only the fast path's format
+    python bench/native_bench.py --canonical-only                  # only the canonical records
+    python bench/native_bench.py --conversations 100000 --memory   # RSS per open conversation
 
 It prints figures; it asserts nothing about speed.
 """
@@ -122,6 +123,30 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
         print(f"  {v:7s} {us:7.2f} us/record CPU  {len(recs) / med:>10,.0f} records/s{ratio}{note}")
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def memory(k: int, args: argparse.Namespace) -> None:
+    """RSS growth of the compiled core holding K open conversations (the warm-up), per conversation,
+    beside its held-bytes gauge (which keeps the Python engine's estimate, `engine.held_cost`)."""
+    ds = datagen.generate(k, 1000, seed=args.seed, dt_ms=args.dt_ms)
+    gc.collect()
+    before = _rss_mib()
+    pipe = native.NativePipeline(engine_config(k, args.dt_ms))
+    for i, (key, raw) in enumerate(ds.warmup):
+        pipe.feed(raw, {"topic": "bench", "partition": 0, "offset": i}, key=key.decode())
+    gc.collect()
+    grown = _rss_mib() - before
+    raw_mib = sum(len(v) for _, v in ds.warmup) / 2**20
+    print(
+        f"K={k:,}: {len(ds.warmup):,} warm-up records ({raw_mib:,.0f} MiB raw), {pipe.core.held_count:,} "
+        f"held events: RSS +{grown:,.0f} MiB = {grown * 2**20 / k:,.0f} B per conversation; "
+        f"held-bytes gauge {pipe.core.held_bytes / 2**20:,.0f} MiB"
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--conversations", type=int, nargs="+", default=[1000, 100_000, 1_000_000])
@@ -131,12 +156,16 @@ def main() -> int:
     p.add_argument("--dt-ms", type=float, default=1.0)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--canonical-only", action="store_true", help="keep only canonical records")
+    p.add_argument("--memory", action="store_true", help="only the compiled core's RSS per conversation")
     args = p.parse_args()
     if "native" in args.variants and not native.available():
         print("stream_pairer._native is not built: maturin develop --release (README)", file=sys.stderr)
         return 2
     for k in args.conversations:
-        bench(k, args.records, args)
+        if args.memory:
+            memory(k, args)
+        else:
+            bench(k, args.records, args)
     return 0
 
 
