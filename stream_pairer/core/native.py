@@ -34,6 +34,9 @@ from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
 from stream_pairer.core.model import FormatError, Source, dead_letter
 from stream_pairer.core.pipeline import Summary
+from stream_pairer.errors import NativeUnavailable
+
+__all__ = ["NativePipeline", "NativeUnavailable", "available", "choose_engine"]
 
 try:  # the compiled core is optional: a source install without Rust has only the Python engine
     from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
@@ -64,10 +67,6 @@ def choose_engine(requested: str, *, tagging: bool) -> str:
     if requested == "auto":
         return "native" if _native is not None and not tagging else "python"
     raise ValueError(f"unknown engine {requested!r}: expected auto, python or native")
-
-
-class NativeUnavailable(RuntimeError):
-    """NativePipeline was asked for where the extension module is not built."""
 
 
 class NativePipeline:
