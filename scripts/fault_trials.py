@@ -56,8 +56,9 @@ from stream_pairer.analysis.audit import Auditor, AuditReport, render  # noqa: E
 from stream_pairer.cli.commands.audit import audit_topics  # noqa: E402
 from stream_pairer.errors import AuditReadError  # noqa: E402
 
-# Trial timings. Calls that never get a result are emitted after CALL_TIMEOUT_S of stream time,
-# so a trial is complete a few seconds after its input stops.
+# Trial timings. Calls that never get a result are emitted after CALL_TIMEOUT_S of their
+# conversation's event time or of the partition's processing time (the wall-clock tick), so a trial
+# is complete a few seconds after its input stops.
 CALL_TIMEOUT_S = 4.0
 RESULT_GRACE_S = 2.0
 SETTLE_TIMEOUT_S = 120.0
@@ -69,7 +70,7 @@ SETTLE_TIMEOUT_S = 120.0
 @dataclass(slots=True)
 class Traffic:
     """Input records in production order: (key, value-maker). Values take their event time at send
-    time, so the sidecar's stream time follows the wall clock the way real traffic does."""
+    time, so each conversation's clock follows the wall clock the way real traffic does."""
 
     records: list[tuple[bytes, Callable[[float], bytes]]] = field(default_factory=list)
     unreadable: int = 0  # (the audit counts the events from the topic itself)

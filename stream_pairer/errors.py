@@ -51,6 +51,11 @@ class InputError(StreamPairerError):
     """An input file that cannot be opened or read: the one case where the job exits non-zero."""
 
 
+class OutputRefused(InputError):
+    """An output location that could destroy data (a directory holding an input, a symlink at an
+    output path): refused before anything is written (`pair` exits 2)."""
+
+
 class AuditReadError(StreamPairerError):
     """Topics that cannot be read to their end (missing input topic, broker gone, timeout)."""
 
@@ -64,6 +69,20 @@ class SidecarError(StreamPairerError):
 
 class ConfigError(SidecarError):
     """Bad options or topic layout (e.g. a missing input topic with creation disabled)."""
+
+
+class AuthenticationFailed(ConfigError):
+    """SASL authentication failed (wrong user or password, expired token) or the broker does not
+    enable the mechanism. Retrying with the same credentials cannot help; a rotated Secret can."""
+
+
+class TlsFailed(ConfigError):
+    """TLS verification or handshake failed (untrusted certificate, hostname mismatch, a TLS client
+    on a plaintext listener). Not "broker unreachable": the broker answered, we refused it."""
+
+
+class AuthorizationFailed(ConfigError):
+    """Authenticated, but the principal lacks an ACL (topic, group, cluster or transactional id)."""
 
 
 class BrokerUnavailable(SidecarError):

@@ -26,15 +26,15 @@ pub struct Config {
     pub max_held_bytes: i64,
     pub max_closed_ids_per_conversation: usize,
     pub max_closed_ids: usize,
+    pub held_bytes_per_input_byte: f64,
+    pub held_bytes_per_event: i64,
 }
 
 const IDLE_SWEEP_EVERY_MS: f64 = 1_000.0;
-const HELD_BYTES_PER_INPUT_BYTE: f64 = 2.9;
-const HELD_BYTES_PER_EVENT: i64 = 1_770;
-
-/// `engine.held_cost`, with the same float arithmetic so both engines evict at the same event.
-pub fn held_cost(size: usize) -> i64 {
-    (size as f64 * HELD_BYTES_PER_INPUT_BYTE) as i64 + HELD_BYTES_PER_EVENT
+/// `engine.held_cost`, with the same float arithmetic so both engines evict at the same event; its
+/// two constants come from engine.py (`Core(held_cost=...)`), never copied here.
+fn held_cost(cfg: &Config, size: usize) -> i64 {
+    (size as f64 * cfg.held_bytes_per_input_byte) as i64 + cfg.held_bytes_per_event
 }
 
 /// One normalized event. `side` is the encoded `ToolEvent.to_side()` object, `source` the encoded
@@ -53,11 +53,20 @@ pub struct Event {
     pub format: &'static str,
 }
 
+/// `state.Held`: `ts_ms` None when no event time is known (then on no event-time timer),
+/// `deadline_ms` fired by the conversation's clock, `p_deadline_ms` by processing time.
 struct Held {
     ev: Box<Event>,
-    ts_ms: f64,
+    ts_ms: Option<f64>,
     deadline_ms: f64,
+    p_deadline_ms: f64,
     conv: usize,
+}
+
+impl Held {
+    fn bare(ev: Event, ts_ms: Option<f64>, conv: usize) -> Held {
+        Held { ev: Box::new(ev), ts_ms, deadline_ms: f64::INFINITY, p_deadline_ms: f64::INFINITY, conv }
+    }
 }
 
 /// A timer (deadline, seq), ordered as Python orders the tuple (deadlines are never NaN).
@@ -88,13 +97,37 @@ struct Conv {
     pending: IndexMap<String, Vec<u64>>,
     // id -> (paired?, stamp in the engine-wide order)
     closed: IndexMap<String, (bool, u64)>,
-    last_ts_ms: f64,
+    // Id-less results that came before any call they could pair with, by seq (arrival order).
+    early: BTreeSet<u64>,
+    // The newest event time seen in this conversation; it alone fires `timers`.
+    clock_ms: f64,
+    timers: BinaryHeap<Reverse<Timer>>,
+    // Processing time of its last event: the TTL counts from it.
+    last_p_ms: f64,
     // LRU list links (slab indices; usize::MAX = none)
     prev: usize,
     next: usize,
 }
 
 const NIL: usize = usize::MAX;
+const TIMERS_REBUILD_OVER: usize = 32;
+
+impl Conv {
+    fn holds_nothing(&self) -> bool {
+        self.open_calls.is_empty() && self.pending.is_empty() && self.early.is_empty()
+    }
+    fn held_count(&self) -> usize {
+        self.open_calls.len() + self.pending.values().map(Vec::len).sum::<usize>() + self.early.len()
+    }
+    fn held_seqs(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.open_calls.iter().copied().collect();
+        for w in self.pending.values() {
+            v.extend_from_slice(w);
+        }
+        v.extend(self.early.iter().copied());
+        v
+    }
+}
 
 /// Every held event by seq, oldest first: the Python engine's `_held` dict (insertion order = seq
 /// order). A hash map for lookups plus the seqs in arrival order; a released seq stays in the order
@@ -178,11 +211,13 @@ pub struct Engine {
     lru_head: usize,
     lru_tail: usize,
     held: HeldMap,
+    // Processing-time timers (p_deadline, seq); empty until the first `advance`.
     heap: BinaryHeap<Reverse<Timer>>,
     closed: BTreeMap<u64, (usize, String)>,
     stamp: u64,
     seq: u64,
-    pub now_ms: f64,
+    pub processing_ms: f64,
+    p_origin_ms: f64,
     next_sweep_ms: f64,
     pub held_bytes: i64,
     pub open_calls: i64,
@@ -207,7 +242,8 @@ impl Engine {
             closed: BTreeMap::new(),
             stamp: 0,
             seq: 0,
-            now_ms: f64::NEG_INFINITY,
+            processing_ms: f64::NEG_INFINITY,
+            p_origin_ms: f64::NEG_INFINITY,
             next_sweep_ms: f64::NEG_INFINITY,
             held_bytes: 0,
             open_calls: 0,
@@ -221,18 +257,27 @@ impl Engine {
     // ------------------------------------------------------------------ entry points
 
     pub fn process(&mut self, ev: Event, now_ms: Option<f64>, out: &mut Out) {
-        let mut ts = ev.ts_ms.or(now_ms).unwrap_or(self.now_ms);
-        if ts == f64::NEG_INFINITY {
-            ts = 0.0;
+        let mut ts = ev.ts_ms.or(now_ms);
+        let conv = self.conversation(&ev.conversation_id, out);
+        let clock = self.conv(conv).clock_ms;
+        if ts.is_none() && clock != f64::NEG_INFINITY {
+            ts = Some(clock);
         }
-        let conv = self.conversation(&ev.conversation_id, ts, out);
         if ev.is_call {
             self.on_call(conv, ev, ts, out);
         } else {
             self.on_result(conv, ev, ts, out);
         }
         self.enforce_bytes(out);
-        self.advance(ts, out);
+        if let Some(ts) = ts {
+            let c = self.conv_mut(conv);
+            if ts > c.clock_ms {
+                c.clock_ms = ts;
+                if matches!(c.timers.peek(), Some(Reverse(Timer(d, _))) if *d <= ts) {
+                    self.fire_conversation(conv, ts, out);
+                }
+            }
+        }
     }
 
     pub fn flush(&mut self, reason: &str, result_reason: Option<&str>, out: &mut Out) {
@@ -281,7 +326,7 @@ impl Engine {
 
     // ------------------------------------------------------------------ rules
 
-    fn on_call(&mut self, conv: usize, call: Event, ts: f64, out: &mut Out) {
+    fn on_call(&mut self, conv: usize, call: Event, ts: Option<f64>, out: &mut Out) {
         if let Some(cid) = call.id.clone() {
             let c = self.conv(conv);
             if let Some(&old) = c.calls_by_id.get(&cid) {
@@ -293,8 +338,7 @@ impl Engine {
                     let first = waiting[0];
                     let res = self.release(first).expect("held result");
                     self.next_seq(); // the Python engine numbers the late call's Held too
-                    let call_held = Held { ev: Box::new(call), ts_ms: ts, deadline_ms: ts, conv };
-                    self.emit_pair(call_held, res, "id", None, out);
+                    self.emit_pair(Held::bare(call, ts, conv), res, "id", None, out);
                     let dups: Vec<u64> = self.conv(conv).pending.get(&cid).cloned().unwrap_or_default();
                     for d in dups {
                         self.emit_orphan_seq(d, "duplicate_result", out);
@@ -306,14 +350,22 @@ impl Engine {
                 self.drop_closed(conv, &cid);
             }
         }
+        if !self.conv(conv).early.is_empty() {
+            if let Some((seq, by)) = self.early_candidate(conv, call.name.as_deref()) {
+                // Its id-less result came first (written late, or reordered): a FIFO pair.
+                let res = self.release(seq).expect("held early result");
+                self.next_seq();
+                self.emit_pair(Held::bare(call, ts, conv), res, "fifo", Some(by), out);
+                return;
+            }
+        }
         if self.conv(conv).open_calls.len() >= self.cfg.max_calls_per_conversation {
             *self.evictions.entry("calls_per_conversation").or_insert(0) += 1;
             let first = *self.conv(conv).open_calls.iter().next().unwrap();
             self.emit_orphan_seq(first, "evicted", out);
         }
         let id = call.id.clone();
-        let deadline = ts + self.cfg.call_timeout_ms;
-        let seq = self.hold(call, conv, ts, deadline);
+        let seq = self.hold(call, conv, ts, self.cfg.call_timeout_ms);
         let c = self.conv_mut(conv);
         c.open_calls.insert(seq);
         if let Some(id) = id {
@@ -322,34 +374,53 @@ impl Engine {
         self.open_calls += 1;
     }
 
-    fn on_result(&mut self, conv: usize, result: Event, ts: f64, out: &mut Out) {
-        let _res_seq = self.next_seq(); // the Python engine numbers the result before deciding
+    fn on_result(&mut self, conv: usize, result: Event, ts: Option<f64>, out: &mut Out) {
         if let Some(rid) = result.id.clone() {
             if let Some(&call) = self.conv(conv).calls_by_id.get(&rid) {
                 let call_held = self.release(call).expect("held call");
-                let res = Held { ev: Box::new(result), ts_ms: ts, deadline_ms: ts, conv };
-                self.emit_pair(call_held, res, "id", None, out);
+                self.next_seq();
+                self.emit_pair(call_held, Held::bare(result, ts, conv), "id", None, out);
                 return;
             }
             if let Some(&(paired, _)) = self.conv(conv).closed.get(&rid) {
-                let res = Held { ev: Box::new(result), ts_ms: ts, deadline_ms: ts, conv };
+                self.next_seq();
+                let res = Held::bare(result, ts, conv);
                 self.emit_orphan(res, if paired { "duplicate_result" } else { "late_result" }, out);
                 return;
             }
-            let deadline = ts + self.cfg.result_grace_ms;
-            let seq = self.hold(result, conv, ts, deadline);
+            let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
             self.conv_mut(conv).pending.entry(rid).or_default().push(seq);
             self.pending_results += 1;
             return;
         }
-        let res = Held { ev: Box::new(result), ts_ms: ts, deadline_ms: ts, conv };
-        match self.fifo_candidate(conv, res.ev.name.as_deref()) {
-            None => self.emit_orphan(res, "no_call", out),
-            Some((seq, by)) => {
-                let call_held = self.release(seq).expect("held call");
-                self.emit_pair(call_held, res, "fifo", Some(by), out);
+        if let Some((seq, by)) = self.fifo_candidate(conv, result.name.as_deref()) {
+            let call_held = self.release(seq).expect("held call");
+            self.next_seq();
+            self.emit_pair(call_held, Held::bare(result, ts, conv), "fifo", Some(by), out);
+            return;
+        }
+        // No call it could pair with yet: wait the grace for one, as a result with an unknown id does.
+        let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
+        self.conv_mut(conv).early.insert(seq);
+        self.pending_results += 1;
+    }
+
+    /// The held id-less result a new call takes: the mirror of `fifo_candidate`.
+    fn early_candidate(&self, conv: usize, name: Option<&str>) -> Option<(u64, &'static str)> {
+        let c = self.conv(conv);
+        let first = *c.early.iter().next()?;
+        let Some(name) = name else {
+            return Some((first, "order"));
+        };
+        let mut unnamed = None;
+        for seq in &c.early {
+            match self.held.get(seq).expect("early result is held").ev.name.as_deref() {
+                Some(n) if n == name => return Some((*seq, "name")),
+                None if unnamed.is_none() => unnamed = Some(*seq),
+                _ => {}
             }
         }
+        unnamed.map(|s| (s, "order"))
     }
 
     fn fifo_candidate(&self, conv: usize, name: Option<&str>) -> Option<(u64, &'static str)> {
@@ -412,7 +483,7 @@ impl Engine {
         c
     }
 
-    fn conversation(&mut self, cid: &str, ts: f64, out: &mut Out) -> usize {
+    fn conversation(&mut self, cid: &str, out: &mut Out) -> usize {
         let i = match self.by_id.get(cid) {
             Some(&i) => {
                 if self.lru_tail != i {
@@ -434,7 +505,10 @@ impl Engine {
                     open_calls: BTreeSet::new(),
                     pending: IndexMap::default(),
                     closed: IndexMap::default(),
-                    last_ts_ms: 0.0,
+                    early: BTreeSet::new(),
+                    clock_ms: f64::NEG_INFINITY,
+                    timers: BinaryHeap::new(),
+                    last_p_ms: f64::NEG_INFINITY,
                     prev: NIL,
                     next: NIL,
                 };
@@ -453,21 +527,16 @@ impl Engine {
                 i
             }
         };
-        let c = self.conv_mut(i);
-        if ts > c.last_ts_ms {
-            c.last_ts_ms = ts;
-        }
+        let p = self.processing_ms;
+        self.conv_mut(i).last_p_ms = p;
         i
     }
 
     /// The Python engine pops the conversation from its LRU map first and emits after; the
     /// conversation stays addressable here until the caller removes it, which emits the same.
     fn evict_conversation(&mut self, i: usize, out: &mut Out) {
-        let c = self.conv(i);
-        let mut seqs: Vec<u64> = c.open_calls.iter().copied().collect();
-        for w in c.pending.values() {
-            seqs.extend_from_slice(w);
-        }
+        let mut seqs = self.conv(i).held_seqs();
+        seqs.sort_unstable();
         if !seqs.is_empty() {
             *self.evictions.entry("conversations").or_insert(0) += seqs.len() as u64;
         }
@@ -476,18 +545,40 @@ impl Engine {
         }
     }
 
-    fn hold(&mut self, ev: Event, conv: usize, ts: f64, deadline: f64) -> u64 {
+    /// Keeps an event on two timers of `timeout`: its conversation's event time (from its own
+    /// event time) and processing time (from now; none while processing time is unknown).
+    fn hold(&mut self, ev: Event, conv: usize, ts: Option<f64>, timeout: f64) -> u64 {
         let seq = self.next_seq();
-        self.held_bytes += held_cost(ev.size);
-        self.held.insert(seq, Held { ev: Box::new(ev), ts_ms: ts, deadline_ms: deadline, conv });
-        self.heap.push(Reverse(Timer(deadline, seq)));
+        let deadline = ts.map_or(f64::INFINITY, |t| t + timeout);
+        let p_now = self.processing_ms;
+        let p_deadline = if p_now == f64::NEG_INFINITY { f64::INFINITY } else { p_now + timeout };
+        self.held_bytes += held_cost(&self.cfg, ev.size);
+        self.held.insert(seq, Held { ev: Box::new(ev), ts_ms: ts, deadline_ms: deadline, p_deadline_ms: p_deadline, conv });
+        if deadline != f64::INFINITY {
+            let c = self.slab[conv].as_ref().expect("live conversation");
+            if c.timers.len() > TIMERS_REBUILD_OVER && c.timers.len() > 2 * c.held_count() + 8 {
+                // Stale entries dominate: keep the heap proportional to what the conversation holds.
+                let live: BinaryHeap<Reverse<Timer>> = c
+                    .held_seqs()
+                    .into_iter()
+                    .filter_map(|s| self.held.get(&s).map(|h| (s, h.deadline_ms)))
+                    .filter(|(_, d)| *d != f64::INFINITY)
+                    .map(|(s, d)| Reverse(Timer(d, s)))
+                    .collect();
+                self.conv_mut(conv).timers = live;
+            }
+            self.conv_mut(conv).timers.push(Reverse(Timer(deadline, seq)));
+        }
+        if p_deadline != f64::INFINITY {
+            self.heap.push(Reverse(Timer(p_deadline, seq)));
+        }
         seq
     }
 
     /// Removes a held event from every structure that references it; None if it was not held.
     fn release(&mut self, seq: u64) -> Option<Held> {
         let h = self.held.remove(&seq)?;
-        self.held_bytes -= held_cost(h.ev.size);
+        self.held_bytes -= held_cost(&self.cfg, h.ev.size);
         let c = self.slab[h.conv].as_mut().expect("live conversation");
         if h.ev.is_call {
             c.open_calls.remove(&seq);
@@ -497,14 +588,19 @@ impl Engine {
                 }
             }
             self.open_calls -= 1;
-        } else {
-            let id = h.ev.id.as_ref().expect("only id-bearing results are held");
+        } else if let Some(id) = &h.ev.id {
             let w = c.pending.get_mut(id).expect("pending list");
             w.retain(|&s| s != seq);
             if w.is_empty() {
                 c.pending.shift_remove(id);
             }
             self.pending_results -= 1;
+        } else {
+            c.early.remove(&seq);
+            self.pending_results -= 1;
+        }
+        if !c.timers.is_empty() && c.holds_nothing() {
+            c.timers.clear(); // all stale: the conversation holds nothing
         }
         Some(h)
     }
@@ -554,11 +650,41 @@ impl Engine {
         }
     }
 
+    /// Emits what this conversation's clock has passed the event-time deadline of, oldest
+    /// deadline first (ties: arrival order).
+    fn fire_conversation(&mut self, conv: usize, clock: f64, out: &mut Out) {
+        loop {
+            let c = self.conv_mut(conv);
+            let Some(Reverse(Timer(deadline, seq))) = c.timers.peek() else { return };
+            if *deadline > clock {
+                return;
+            }
+            let (deadline, seq) = (*deadline, *seq);
+            c.timers.pop();
+            let Some(h) = self.held.get(&seq) else { continue };
+            if h.deadline_ms != deadline {
+                continue; // already paired or emitted: a stale timer
+            }
+            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
+            self.emit_orphan_seq(seq, reason, out);
+        }
+    }
+
+    /// Processing time P (the sidecar's tick): the first P starts the processing timers of what
+    /// is already held; then held events past their processing deadline are emitted.
     pub fn advance(&mut self, now: f64, out: &mut Out) {
-        if now <= self.now_ms {
+        if now <= self.processing_ms {
             return;
         }
-        self.now_ms = now;
+        if self.processing_ms == f64::NEG_INFINITY {
+            self.p_origin_ms = now;
+            let (call_timeout, grace) = (self.cfg.call_timeout_ms, self.cfg.result_grace_ms);
+            for h in self.held.map.values_mut() {
+                h.p_deadline_ms = now + if h.ev.is_call { call_timeout } else { grace };
+            }
+            self.heap = self.held.map.iter().map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s))).collect();
+        }
+        self.processing_ms = now;
         while let Some(Reverse(Timer(deadline, seq))) = self.heap.peek() {
             if *deadline > now {
                 break;
@@ -566,14 +692,14 @@ impl Engine {
             let (deadline, seq) = (*deadline, *seq);
             self.heap.pop();
             let Some(h) = self.held.get(&seq) else { continue };
-            if h.deadline_ms != deadline {
+            if h.p_deadline_ms != deadline {
                 continue;
             }
             let reason = if h.ev.is_call { "timeout" } else { "no_call" };
             self.emit_orphan_seq(seq, reason, out);
         }
         if self.heap.len() > 2 * self.held.len() + 1024 {
-            self.heap = self.held.map.iter().map(|(s, h)| Reverse(Timer(h.deadline_ms, *s))).collect();
+            self.heap = self.held.map.iter().map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s))).collect();
         }
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + IDLE_SWEEP_EVERY_MS;
@@ -581,12 +707,14 @@ impl Engine {
         }
     }
 
+    /// Forgets idle conversations whose last event is older than the TTL in processing time.
     fn expire_idle(&mut self, now: f64) {
         let ttl = self.cfg.conversation_ttl_ms;
+        let origin = self.p_origin_ms;
         while self.lru_head != NIL {
             let i = self.lru_head;
             let c = self.conv(i);
-            if c.last_ts_ms + ttl > now || !(c.open_calls.is_empty() && c.pending.is_empty()) {
+            if c.last_p_ms.max(origin) + ttl > now || !c.holds_nothing() {
                 return;
             }
             self.forget_closed(i);
@@ -631,9 +759,9 @@ impl Engine {
         r.extend_from_slice(b",\"result\":");
         r.extend_from_slice(&rev.side);
         r.extend_from_slice(b",\"call_ts\":");
-        write_ts(r, Some(call.ts_ms));
+        write_ts(r, call.ts_ms);
         r.extend_from_slice(b",\"result_ts\":");
-        write_ts(r, Some(result.ts_ms));
+        write_ts(r, result.ts_ms);
         r.extend_from_slice(b",\"latency_ms\":");
         match (cev.ts_ms, rev.ts_ms) {
             (Some(a), Some(b)) => write_f64(r, b - a),
@@ -679,7 +807,7 @@ impl Engine {
         r.extend_from_slice(b",\"tool\":");
         write_opt_str(r, ev.name.as_deref());
         r.extend_from_slice(b",\"ts\":");
-        write_ts(r, Some(h.ts_ms));
+        write_ts(r, h.ts_ms);
         r.extend_from_slice(b",\"event\":");
         r.extend_from_slice(&ev.side);
         r.extend_from_slice(b",\"source\":");

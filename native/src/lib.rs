@@ -99,7 +99,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
         max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
-        conversation_fields, max_record_bytes))]
+        conversation_fields, max_record_bytes, held_cost))]
     fn new(
         call_timeout_ms: f64,
         result_grace_ms: f64,
@@ -111,6 +111,7 @@ impl Core {
         max_closed_ids: usize,
         conversation_fields: Vec<String>,
         max_record_bytes: usize,
+        held_cost: (f64, i64),
         py: Python<'_>,
     ) -> PyResult<Self> {
         let dumps = py.import("orjson")?.getattr("dumps")?.unbind();
@@ -132,6 +133,8 @@ impl Core {
                 max_held_bytes,
                 max_closed_ids_per_conversation,
                 max_closed_ids,
+                held_bytes_per_input_byte: held_cost.0,
+                held_bytes_per_event: held_cost.1,
             }),
             fmt: FormatCfg { conversation_paths, max_record_bytes },
             fast_records: 0,
@@ -291,8 +294,8 @@ impl Core {
         self.engine.held_count()
     }
     #[getter]
-    fn now_ms(&self) -> f64 {
-        self.engine.now_ms
+    fn processing_ms(&self) -> f64 {
+        self.engine.processing_ms
     }
     #[getter]
     fn records(&self) -> u64 {

@@ -31,21 +31,32 @@ def add_option(
     type: Callable[[str], Any] = str,
     default: Any = None,
     help: str,
+    sensitive: bool = False,
     **kwargs: Any,
 ) -> None:
-    """Add `--option` whose default is read from its environment variable when set."""
+    """Add `--option` whose default is read from its environment variable when set.
+
+    `sensitive`: the environment value is never echoed (neither as the default `--help` shows nor
+    in the error for an invalid value), because `--help` output and start-up errors end up in
+    terminals, CI logs and bug reports. Secrets themselves never come from a flag value at all
+    (see adapters/kafka/security.py); this covers options whose values may embed one."""
     env = env_name(option)
     raw = os.environ.get(env)
     if raw is not None and kwargs.get("action") not in ("store_true", "append"):
         try:
             default = type(raw)
         except (TypeError, ValueError) as err:
+            if sensitive:
+                raise SystemExit(f"stream-pairer: {env} is not valid (value not shown)") from None
             raise SystemExit(f"stream-pairer: {env}={raw!r} is not valid: {err}") from err
     elif raw is not None and kwargs.get("action") == "store_true":
         default = raw.strip().lower() in ("1", "true", "yes", "on")
     elif raw is not None and kwargs.get("action") == "append":
         default = [v for v in raw.split(",") if v]
-    shown = "" if default is None else f" (default: {default})"
+    if sensitive and raw is not None:
+        shown = f" (set from {env})"
+    else:
+        shown = "" if default is None else f" (default: {default})"
     if kwargs.get("action") == "store_true":  # argparse's store_true takes no type
         parser.add_argument(option, default=default, help=f"{help} [env {env}]", **kwargs)
         return
@@ -88,21 +99,25 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--call-timeout",
         type=positive_float,
         default=d.call_timeout_ms / 1000,
-        help="seconds (event time) a call waits for its result before it is an orphan (timeout)",
+        help="seconds a call waits for its result before it is an orphan (timeout): event time of its own "
+        "conversation (newest timestamp seen in it), or, in the sidecar, processing time of its partition "
+        "(wall time while caught up), whichever passes first",
     )
     add_option(
         g,
         "--result-grace",
         type=non_negative_float,
         default=d.result_grace_ms / 1000,
-        help="seconds a result with an unknown id waits for its call to arrive late",
+        help="seconds a result with an unknown id, or an id-less result with no call to pair with yet, "
+        "waits for its call to arrive late (measured like --call-timeout)",
     )
     add_option(
         g,
         "--conversation-ttl",
         type=positive_float,
         default=d.conversation_ttl_ms / 1000,
-        help="seconds an idle conversation's memory (closed ids, counters) is kept",
+        help="seconds an idle conversation's memory (closed ids, counters) is kept (sidecar: processing "
+        "time since its last event; file mode: bounded by --max-conversations and --max-closed-ids only)",
     )
     add_option(
         g,
@@ -170,7 +185,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-conversation-seconds",
         type=positive_float,
         default=tagging.MAX_CONVERSATION_MS / 1000,
-        help="wall time from a conversation's first call before further calls are tagged termination",
+        help="seconds of the conversation's own event time (call timestamp minus the earliest call "
+        "timestamp seen in it) before further calls are tagged termination",
     )
     add_option(
         t,

@@ -14,9 +14,25 @@ Rules, per conversation (ids are scoped to a conversation):
 * A result with no id at all pairs FIFO (`match: "fifo"`) with the oldest open call of the same tool
   name (`fifo_by: "name"`), else the oldest open call whose name is unknown, else with the oldest
   open call when the result has no name (`fifo_by: "order"`). Names that differ are evidence against
-  a pairing, so a named result never pairs with a differently named call.
+  a pairing, so a named result never pairs with a differently named call. With no such call open, it
+  waits `result_grace_ms` for one (its call may be written late), then becomes `no_call`; a call
+  that arrives meanwhile takes the oldest waiting id-less result of its name (`fifo_by: "name"`),
+  else the oldest one without a name, or any when the call has no name (`fifo_by: "order"`), unless a
+  result held for its own id is waiting (an id match always wins). An id-bearing held result is
+  never paired with a call of another id.
 * A second call with a still-open id supersedes the first, which is emitted (`superseded`).
-* Timers (event time): a call unanswered for `call_timeout_ms` is emitted (`timeout`).
+* Time (see *Time* in the README): two clocks, neither of them global over event time.
+  - Event time is per conversation: `Conversation.clock_ms` is the newest event time seen in that
+    conversation, and only it fires that conversation's event-time timers (a call unanswered for
+    `call_timeout_ms`: `timeout`; a held result after `result_grace_ms`: `no_call`). Conversations
+    whose clocks lag each other by hours pair exactly as if each ran alone, and a record dated years
+    ahead moves only its own conversation's clock. Timers are checked when the conversation's clock
+    moves forward, so an event already past its deadline when it arrives (out of order by more than
+    the timeout) still pairs with a partner that follows it.
+  - Processing time P is the caller's (`advance`: the sidecar's wall-clock tick; never a record's
+    contents). Every held event also has a processing deadline, P when held + the same timeout, so a
+    conversation that goes quiet is still closed out; the conversation TTL counts on P too. Without
+    `advance` (file mode) there is no processing time: the end of input closes everything (`flush`).
 * Limits: conversations (LRU), open calls per conversation, held bytes (an estimate of the memory
   the held events cost, see `held_cost`). Hitting one emits the oldest held events as orphans with
   `evicted`; nothing is dropped or grown silently.
@@ -67,7 +83,7 @@ PAIRED: Final = "paired"  # how a closed id ended when it was not an orphan (eng
 # Calibration and its figures: BENCHMARKS.md, "Figures behind constants in the code"; re-run
 # `python bench/memory_breakdown.py --conversations 20000` after changing what a held event keeps alive.
 HELD_BYTES_PER_INPUT_BYTE = 2.9
-HELD_BYTES_PER_EVENT = 1_770
+HELD_BYTES_PER_EVENT = 1_860
 
 
 def held_cost(size: int) -> int:
@@ -76,10 +92,15 @@ def held_cost(size: int) -> int:
     return int(size * HELD_BYTES_PER_INPUT_BYTE) + HELD_BYTES_PER_EVENT
 
 
-# The idle-conversation sweep runs when stream time moved at least this much since the last one:
-# running it on every event cost ~3 % of the engine loop, and a TTL is minutes, not milliseconds.
-# Stream time only, so replaying the same input sweeps at the same points.
+# The idle-conversation sweep runs when processing time moved at least this much since the last
+# one: running it on every event cost ~3 % of the engine loop, and a TTL is minutes, not milliseconds.
 IDLE_SWEEP_EVERY_MS = 1_000.0
+
+# A conversation's timer heap is rebuilt from what it holds when stale entries dominate it.
+_TIMERS_REBUILD_OVER = 32
+
+NEG_INF = float("-inf")
+INF = float("inf")
 
 
 class Tagger(Protocol):
@@ -92,10 +113,13 @@ class Tagger(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
+    # Both timers count twice: in the event time of the held event's conversation, and in processing
+    # time (see the module docstring); whichever expires first emits the event.
     call_timeout_ms: float = 10 * 60_000.0
     result_grace_ms: float = 30_000.0
-    # Idle conversation state (closed ids, tagging counters) is kept this long after its last event,
-    # so that a duplicate result or a repeated call is still recognised; the LRU limit bounds it too.
+    # Idle conversation state (closed ids, tagging counters) is kept this long (processing time)
+    # after its last event, so that a duplicate result or a repeated call is still recognised; the
+    # LRU limit bounds it too, and alone in file mode.
     conversation_ttl_ms: float = 60 * 60_000.0
     max_conversations: int = 100_000
     max_calls_per_conversation: int = 1_000
@@ -139,13 +163,18 @@ class Engine:
         self.tagger = tagger
         self._convs: OrderedDict[str, Conversation] = OrderedDict()  # LRU order: oldest touch first
         self._held: dict[int, Held] = {}  # seq -> held, in arrival order: first is the oldest
-        self._heap: list[tuple[float, int]] = []  # (deadline, seq); stale entries skipped lazily
+        # Processing-time timers (p_deadline, seq); stale entries skipped lazily. Empty until the
+        # first `advance`: no processing time, no processing timers.
+        self._heap: list[tuple[float, int]] = []
         # Every remembered closed id of every conversation, oldest closed first: the engine-wide
         # bound forgets from the front. Mirrors the union of the conversations' `closed` maps.
         self._closed: OrderedDict[tuple[Conversation, str], None] = OrderedDict()
         self._seq = 0
-        self.now_ms = float("-inf")  # stream time: max event time seen or advanced to
-        self._next_sweep_ms = float("-inf")
+        self.processing_ms = NEG_INF  # P: the latest processing time given to `advance`
+        self._p_origin_ms = NEG_INF  # the first P given: what "held before P was known" counts from
+        self._next_sweep_ms = NEG_INF
+        # Conversation clocks from a checkpoint, applied when the conversation is first seen again.
+        self._restored_clocks: dict[str, float] = {}
         self.held_bytes = 0
         self.open_calls = 0
         self.pending_results = 0
@@ -157,26 +186,66 @@ class Engine:
     # ------------------------------------------------------------------ entry points
 
     def process(self, event: ToolEvent, now_ms: float | None = None) -> list[Record]:
-        """Take one event. `now_ms` is the arrival time, used as the event time when the record had
-        none (default: current stream time, so an undated event never moves time)."""
+        """Take one event. `now_ms` is its arrival time, the event time of a record that had none
+        (without it, an undated event takes its conversation's clock and does not move it)."""
         out: list[Record] = []
-        ts = event.ts_ms if event.ts_ms is not None else (now_ms if now_ms is not None else self.now_ms)
-        if ts == float("-inf"):
-            ts = 0.0
-        conv = self._conversation(event.conversation_id, ts, out)
+        ts = event.ts_ms if event.ts_ms is not None else now_ms
+        conv = self._conversation(event.conversation_id, out)
+        if ts is None and conv.clock_ms != NEG_INF:
+            ts = conv.clock_ms
         if event.is_call:
             self._on_call(conv, event, ts, out)
         else:
             self._on_result(conv, event, ts, out)
         self._enforce_bytes(out)
-        self._advance(ts, out)
+        if ts is not None and ts > conv.clock_ms:
+            conv.clock_ms = ts
+            timers = conv.timers
+            if timers and timers[0][0] <= ts:
+                self._fire_conversation(conv, ts, out)
         return out
 
     def advance(self, now_ms: float) -> list[Record]:
-        """Move stream time forward (a wall-clock tick on a quiet partition) and fire due timers."""
+        """Move processing time P forward (the sidecar's wall-clock tick, never a record's time) and
+        emit what has been held for its timeout in processing time. The first call starts the
+        processing timers of everything already held, counted from this P."""
         out: list[Record] = []
         self._advance(now_ms, out)
         return out
+
+    def restore_clock(self, conversation_id: str, clock_ms: float) -> None:
+        """A conversation's clock from a checkpoint, set before its held events are replayed, so the
+        replay re-derives the same event-time deadlines as the first pass. Fires nothing: at the
+        checkpoint, nothing its conversation held was due at that clock."""
+        conv = self._convs.get(conversation_id)
+        if conv is not None:
+            conv.clock_ms = max(conv.clock_ms, clock_ms)
+        else:
+            self._restored_clocks[conversation_id] = max(
+                self._restored_clocks.get(conversation_id, NEG_INF), clock_ms
+            )
+
+    def end_restore(self) -> None:
+        """Drop restored clocks no replayed event used (their events were lost to retention)."""
+        self._restored_clocks = {}
+
+    def held_clocks(self) -> list[tuple[Held, float]]:
+        """What a checkpoint must carry so a replay restores every clock: for each conversation that
+        holds events, its first held event (the replay meets it first) and its clock, unless
+        replaying the held events alone gives the same clock (its newest event is held)."""
+        first: dict[Conversation, Held] = {}
+        rebuilt: set[Conversation] = set()  # a held event carries the conversation's clock
+        for held in self._held.values():  # arrival order: the first seen is the first replayed
+            conv = held.conv
+            if conv not in first:
+                first[conv] = held
+            if held.ts_ms == conv.clock_ms:
+                rebuilt.add(conv)
+        return [
+            (h, conv.clock_ms)
+            for conv, h in first.items()
+            if conv not in rebuilt and conv.clock_ms != NEG_INF
+        ]
 
     def flush(self, reason: str = SHUTDOWN, result_reason: str | None = None) -> list[Record]:
         """Emit everything still held, oldest first, as orphans with `reason` (held results get
@@ -189,6 +258,7 @@ class Engine:
         self._convs.clear()
         self._closed.clear()
         self._heap.clear()
+        self._restored_clocks = {}
         return out
 
     def discard(self) -> int:
@@ -199,6 +269,7 @@ class Engine:
         self._convs.clear()
         self._closed.clear()
         self._heap.clear()
+        self._restored_clocks = {}
         self.held_bytes = self.open_calls = self.pending_results = 0
         return n
 
@@ -222,7 +293,7 @@ class Engine:
 
     # ------------------------------------------------------------------ rules
 
-    def _on_call(self, conv: Conversation, call: ToolEvent, ts: float, out: list[Record]) -> None:
+    def _on_call(self, conv: Conversation, call: ToolEvent, ts: float | None, out: list[Record]) -> None:
         if self.tagger is not None:
             self.tagger.on_call(call, conv)
         cid = call.id
@@ -236,43 +307,54 @@ class Engine:
                 # held for the same id are duplicates of an already-paired id.
                 first = waiting[0]
                 self._release(first)
-                call_held = Held(call, self._next_seq(), ts, ts, conv)
+                call_held = Held(call, self._next_seq(), ts, INF, conv)
                 self._emit_pair(call_held, first, BY_ID, None, out)
                 for dup in list(conv.pending_results.get(cid, ())):
                     self._emit_orphan(dup, DUPLICATE_RESULT, out)
                 return
             if cid in conv.closed:
                 self._drop_closed(conv, cid)
+        if conv.early_results is not None:
+            early, fifo_by = self._early_candidate(conv.early_results, call.name)
+            if early is not None:
+                # Its id-less result came first (written late, or reordered): a FIFO pair.
+                self._emit_pair(Held(call, self._next_seq(), ts, INF, conv), early, FIFO, fifo_by, out)
+                return
         if len(conv.open_calls) >= self.config.max_calls_per_conversation:
             self._evicted(1, EvictionLimit.CALLS_PER_CONVERSATION.value)
             self._emit_orphan(next(iter(conv.open_calls.values())), EVICTED, out)
-        held = self._hold(call, conv, ts, ts + self.config.call_timeout_ms)
+        held = self._hold(call, conv, ts, self.config.call_timeout_ms)
         conv.open_calls[held.seq] = held
         if cid is not None:
             conv.calls_by_id[cid] = held
         self.open_calls += 1
 
-    def _on_result(self, conv: Conversation, result: ToolEvent, ts: float, out: list[Record]) -> None:
+    def _on_result(self, conv: Conversation, result: ToolEvent, ts: float | None, out: list[Record]) -> None:
         rid = result.id
-        res = Held(result, self._next_seq(), ts, ts, conv)
         if rid is not None:
             call = conv.calls_by_id.get(rid)
             if call is not None:
-                self._emit_pair(call, res, BY_ID, None, out)
+                self._emit_pair(call, Held(result, self._next_seq(), ts, INF, conv), BY_ID, None, out)
                 return
             how = conv.closed.get(rid)
             if how is not None:
+                res = Held(result, self._next_seq(), ts, INF, conv)
                 self._emit_orphan(res, DUPLICATE_RESULT if how == PAIRED else LATE_RESULT, out)
                 return
-            held = self._hold(result, conv, ts, ts + self.config.result_grace_ms)
+            held = self._hold(result, conv, ts, self.config.result_grace_ms)
             conv.pending_results.setdefault(rid, []).append(held)
             self.pending_results += 1
             return
         call, fifo_by = self._fifo_candidate(conv, result.name)
-        if call is None:
-            self._emit_orphan(res, NO_CALL, out)
-        else:
-            self._emit_pair(call, res, FIFO, fifo_by, out)
+        if call is not None:
+            self._emit_pair(call, Held(result, self._next_seq(), ts, INF, conv), FIFO, fifo_by, out)
+            return
+        # No call it could pair with yet: wait the grace for one, as a result with an unknown id does.
+        held = self._hold(result, conv, ts, self.config.result_grace_ms)
+        if conv.early_results is None:
+            conv.early_results = {}
+        conv.early_results[held.seq] = held
+        self.pending_results += 1
 
     @staticmethod
     def _fifo_candidate(conv: Conversation, name: str | None) -> tuple[Held | None, str | None]:
@@ -289,13 +371,27 @@ class Engine:
                 unnamed = held
         return unnamed, (BY_ORDER if unnamed is not None else None)
 
+    @staticmethod
+    def _early_candidate(early: dict[int, Held], name: str | None) -> tuple[Held | None, str | None]:
+        """The held id-less result a new call takes: the mirror of `_fifo_candidate`."""
+        if name is None:
+            return next(iter(early.values())), BY_ORDER
+        unnamed: Held | None = None
+        for held in early.values():
+            result_name = held.event.name
+            if result_name == name:
+                return held, BY_NAME
+            if result_name is None and unnamed is None:
+                unnamed = held
+        return unnamed, (BY_ORDER if unnamed is not None else None)
+
     # ------------------------------------------------------------------ state keeping
 
     def _next_seq(self) -> int:
         self._seq += 1
         return self._seq
 
-    def _conversation(self, conversation_id: str, ts: float, out: list[Record]) -> Conversation:
+    def _conversation(self, conversation_id: str, out: list[Record]) -> Conversation:
         conv = self._convs.get(conversation_id)
         if conv is None:
             if len(self._convs) >= self.config.max_conversations:
@@ -303,10 +399,12 @@ class Engine:
                 self._evict_conversation(lru, out)
                 self._forget_closed(lru)
             conv = Conversation(conversation_id)
+            if self._restored_clocks:
+                conv.clock_ms = self._restored_clocks.pop(conversation_id, NEG_INF)
             self._convs[conversation_id] = conv
         else:
             self._convs.move_to_end(conversation_id)
-        conv.last_ts_ms = max(conv.last_ts_ms, ts)
+        conv.last_p_ms = self.processing_ms
         return conv
 
     def _evict_conversation(self, conv: Conversation, out: list[Record]) -> None:
@@ -315,6 +413,9 @@ class Engine:
         held_events = list(conv.open_calls.values())
         for waiting in conv.pending_results.values():
             held_events.extend(waiting)
+        if conv.early_results is not None:
+            held_events.extend(conv.early_results.values())
+        held_events.sort(key=_by_seq)
         self._evicted(len(held_events), EvictionLimit.CONVERSATIONS.value)
         for held in held_events:
             self._emit_orphan(held, EVICTED, out)
@@ -324,11 +425,35 @@ class Engine:
         if self.on_evict is not None and n:
             self.on_evict(n, limit)
 
-    def _hold(self, event: ToolEvent, conv: Conversation, ts: float, deadline: float) -> Held:
-        held = Held(event, self._next_seq(), ts, deadline, conv)
-        self._held[held.seq] = held
+    def _hold(self, event: ToolEvent, conv: Conversation, ts: float | None, timeout: float) -> Held:
+        """Keep an event, on two timers of `timeout`: its conversation's event time, from its own
+        event time, and processing time, from now (or from the first P when P is not known yet)."""
+        seq = self._next_seq()
+        deadline = INF if ts is None else ts + timeout
+        p_now = self.processing_ms
+        p_deadline = INF if p_now == NEG_INF else p_now + timeout
+        held = Held(event, seq, ts, deadline, conv, p_deadline_ms=p_deadline)
+        self._held[seq] = held
         self.held_bytes += held_cost(event.size)
-        heapq.heappush(self._heap, (deadline, held.seq))
+        if deadline != INF:
+            timers = conv.timers
+            if len(timers) > _TIMERS_REBUILD_OVER and len(timers) > 2 * conv.held_count() + 8:
+                # Stale entries dominate (events paired since): keep the heap proportional to
+                # what the conversation holds. In place: a caller may be iterating it.
+                timers[:] = [(h.deadline_ms, h.seq) for h in self._conversation_held(conv)]
+                heapq.heapify(timers)
+            heapq.heappush(timers, (deadline, seq))
+        if p_deadline != INF:
+            heapq.heappush(self._heap, (p_deadline, seq))
+        return held
+
+    @staticmethod
+    def _conversation_held(conv: Conversation) -> list[Held]:
+        held = [h for h in conv.open_calls.values() if h.deadline_ms != INF]
+        for waiting in conv.pending_results.values():
+            held.extend(h for h in waiting if h.deadline_ms != INF)
+        if conv.early_results is not None:
+            held.extend(h for h in conv.early_results.values() if h.deadline_ms != INF)
         return held
 
     def _release(self, held: Held) -> None:
@@ -343,13 +468,21 @@ class Engine:
             if ev.id is not None and conv.calls_by_id.get(ev.id) is held:
                 del conv.calls_by_id[ev.id]
             self.open_calls -= 1
-        else:
-            assert ev.id is not None  # only id-bearing results are ever held
+        elif ev.id is not None:
             waiting = conv.pending_results[ev.id]
             waiting.remove(held)
             if not waiting:
                 del conv.pending_results[ev.id]
             self.pending_results -= 1
+        else:
+            early = conv.early_results
+            assert early is not None
+            del early[held.seq]
+            if not early:
+                conv.early_results = None
+            self.pending_results -= 1
+        if conv.timers and not conv.open_calls and not conv.pending_results and conv.early_results is None:
+            conv.timers.clear()  # all stale: the conversation holds nothing
 
     def _close_id(self, conv: Conversation, cid: str | None, how: str) -> None:
         if cid is None:
@@ -389,32 +522,58 @@ class Engine:
             self._evicted(1, EvictionLimit.HELD_BYTES.value)
             self._emit_orphan(next(iter(self._held.values())), EVICTED, out)
 
+    def _fire_conversation(self, conv: Conversation, clock: float, out: list[Record]) -> None:
+        """Emit what this conversation's clock has passed the event-time deadline of, oldest deadline
+        first (ties: arrival order)."""
+        timers = conv.timers
+        held_map = self._held
+        while timers and timers[0][0] <= clock:
+            deadline, seq = heapq.heappop(timers)
+            held = held_map.get(seq)
+            if held is None or held.deadline_ms != deadline:
+                continue  # already paired or emitted: a stale timer
+            self._emit_orphan(held, TIMEOUT if held.event.is_call else NO_CALL, out)
+
     def _advance(self, now_ms: float, out: list[Record]) -> None:
-        if now_ms <= self.now_ms:
+        if now_ms <= self.processing_ms:
             return
-        self.now_ms = now_ms
+        if self.processing_ms == NEG_INF:
+            # The first processing time: what is already held counts its timeout from here.
+            self._p_origin_ms = now_ms
+            call_timeout, grace = self.config.call_timeout_ms, self.config.result_grace_ms
+            for h in self._held.values():
+                h.p_deadline_ms = now_ms + (call_timeout if h.event.is_call else grace)
+            self._heap = [(h.p_deadline_ms, h.seq) for h in self._held.values()]
+            heapq.heapify(self._heap)
+        self.processing_ms = now_ms
         heap = self._heap
         while heap and heap[0][0] <= now_ms:
             deadline, seq = heapq.heappop(heap)
             held = self._held.get(seq)
-            if held is None or held.deadline_ms != deadline:
+            if held is None or held.p_deadline_ms != deadline:
                 continue  # already paired or emitted: a stale timer
             self._emit_orphan(held, TIMEOUT if held.event.is_call else NO_CALL, out)
         # Lazy deletion leaves stale timers behind; rebuild when they dominate, so the heap stays
         # proportional to what is held rather than to everything ever seen within a timeout.
         if len(heap) > 2 * len(self._held) + 1024:
-            self._heap = [(h.deadline_ms, h.seq) for h in self._held.values()]
+            self._heap = [(h.p_deadline_ms, h.seq) for h in self._held.values()]
             heapq.heapify(self._heap)
         if now_ms >= self._next_sweep_ms:
             self._next_sweep_ms = now_ms + IDLE_SWEEP_EVERY_MS
             self._expire_idle(now_ms)
 
     def _expire_idle(self, now_ms: float) -> None:
+        """Forget idle conversations whose last event is older than the TTL in processing time. The
+        LRU order is the order of last events, hence of their processing times: stop at the first
+        conversation still fresh."""
         ttl = self.config.conversation_ttl_ms
+        origin = self._p_origin_ms
         convs = self._convs
         while convs:
             conv = next(iter(convs.values()))
-            if conv.last_ts_ms + ttl > now_ms or not conv.is_idle():
+            if max(conv.last_p_ms, origin) + ttl > now_ms:
+                return
+            if not conv.is_idle():
                 return
             del convs[conv.conversation_id]
             self._forget_closed(conv)
@@ -469,3 +628,7 @@ class Engine:
             else:
                 self.tagger.tag(rec, None, ev)
         out.append(rec)
+
+
+def _by_seq(held: Held) -> int:
+    return held.seq

@@ -16,7 +16,9 @@ by reason.
 Limits of this version:
 * failure tagging is not ported: `NativePipeline` is for runs without a tagger (`select_pipeline`
   chooses the Python pipeline whenever tagging is on);
-* the time model is today's engine.py (one stream time per engine).
+* the time model is engine.py's (issue 11: a clock per conversation, processing time through
+  `advance`, id-less results held for the grace); checkpoint replay (`restore_clock`, replay mode)
+  is not ported, as the sidecar does not use this pipeline.
 
 Where the extension is not built (no Rust toolchain at install time), `available()` is False
 and callers use the Python `Pipeline`; nothing else changes.
@@ -30,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from stream_pairer.core import engine
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
 from stream_pairer.core.model import FormatError, Source, dead_letter
@@ -91,6 +94,8 @@ class NativePipeline:
             max_closed_ids=cfg.max_closed_ids,
             conversation_fields=list(format_config.conversation_fields),
             max_record_bytes=format_config.max_record_bytes,
+            # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
+            held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
         )
         self.core.set_fallback(self._python_path)
         # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.

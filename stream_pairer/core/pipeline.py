@@ -7,6 +7,7 @@ read, dead-lettered and counted the same way everywhere. Still pure: no I/O, no 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -107,12 +108,15 @@ class Pipeline:
         key: str | None = None,
         arrival_ms: float | None = None,
         replay_blocks: frozenset[int] | None = None,
+        replay_clocks: Mapping[int, float] | None = None,
     ) -> list[Record]:
         """Read one raw record: its output records (a dead letter if it cannot be read).
 
         `replay_blocks` is the replay mode of a checkpointed rebuild: the record was read and
         counted when it first arrived, so only the events at those block indexes are processed
-        again, and nothing about the input is counted twice (the outputs are new, and are)."""
+        again, and nothing about the input is counted twice (the outputs are new, and are).
+        `replay_clocks` (block -> clock) restores the checkpointed clock of that event's
+        conversation before it is processed again (see `Engine.restore_clock`)."""
         summary = self.summary
         if replay_blocks is None:
             summary.records += 1
@@ -125,7 +129,7 @@ class Pipeline:
             summary.dead_letters[err.reason] += 1
             return [rec]
         if replay_blocks is not None:
-            return self._replay(events, replay_blocks, arrival_ms)
+            return self._replay(events, replay_blocks, arrival_ms, replay_clocks)
         observer = self.observer
         if not events:
             summary.skipped += 1
@@ -149,12 +153,19 @@ class Pipeline:
         return out
 
     def _replay(
-        self, events: list[ToolEvent], blocks: frozenset[int], arrival_ms: float | None
+        self,
+        events: list[ToolEvent],
+        blocks: frozenset[int],
+        arrival_ms: float | None,
+        clocks: Mapping[int, float] | None,
     ) -> list[Record]:
         out: list[Record] = []
+        engine = self.engine
         for ev in events:
             if ev.block in blocks:
-                out.extend(self.engine.process(ev, arrival_ms))
+                if clocks is not None and ev.block in clocks:
+                    engine.restore_clock(ev.conversation_id, clocks[ev.block])
+                out.extend(engine.process(ev, arrival_ms))
         return self._counted(out)  # rare: only if the limits changed between runs (evictions)
 
     def _record_format(self, events: list[ToolEvent]) -> str:

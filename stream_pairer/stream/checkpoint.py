@@ -9,19 +9,31 @@ result could FIFO-pair with the wrong call). The checkpoint says, for the commit
 last processed offset `HW`, exactly which `(offset, block)` events were still held. Replaying `[C, HW]`
 processes only those; nothing else in that range is even parsed. After `HW`, processing is normal.
 
+It also carries the two kinds of time the engine keeps (see engine.py): the partition's processing
+time P, from which replayed events count their processing timeouts again (late by the downtime,
+never early), and the event-time clock of each conversation that holds events, so the replay
+re-derives exactly the same event-time deadlines as the first pass. A clock is keyed by the
+`(offset, block)` of the first held event of its conversation (the replay learns the conversation
+id by reading that event), and left out when the replayed events alone rebuild it.
+
 A checkpoint is trusted only when the partition's committed offset carries the checkpoint's `token`
 in its commit metadata: in exactly-once mode both are written in one transaction, so they always
 match; in at-least-once mode a crash between the two (or an operator resetting the offsets) leaves
 a mismatch, and the partition falls back to a plain replay (at-least-once duplicates, documented).
 
 Encoding (orjson, zlib-compressed past COMPRESS_OVER bytes): held offsets are delta-encoded from `C`;
-an offset whose only held block is 0 is a bare integer, otherwise `[delta, block, ...]`.
+an offset whose only held block is 0 is a bare integer, otherwise `[delta, block, ...]`; clocks are
+`[offset delta, block, clock]`, deltas from the previous entry (see `_encode_clocks`).
+`processing_ms` was `stream_ms` (the engine's single event time) before per-conversation clocks;
+both names are read and a missing `clocks` is none, so checkpoints of either version restore in
+the other.
 """
 
 from __future__ import annotations
 
 import secrets
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -42,9 +54,11 @@ class Checkpoint:
     partition: int
     committed: int  # C: the offset committed together with this checkpoint
     processed: int  # HW: the last offset processed before the commit (inclusive); C - 1 if none
-    stream_ms: float | None  # the engine's stream time at commit
+    processing_ms: float | None  # the engine's processing time P at commit (None: not started)
     held: tuple[tuple[int, int], ...]  # (offset, block) of every event held at commit, sorted
     token: str
+    # (offset, block, clock_ms): the event-time clock of the conversation of that held event, sorted
+    clocks: tuple[tuple[int, int, float], ...] = ()
 
     @property
     def metadata(self) -> str:
@@ -85,9 +99,10 @@ def encode(cp: Checkpoint) -> bytes:
             "partition": cp.partition,
             "committed": cp.committed,
             "processed": cp.processed,
-            "stream_ms": cp.stream_ms,
+            "processing_ms": cp.processing_ms,
             "token": cp.token,
             "held": held,
+            "clocks": _encode_clocks(cp.committed, cp.clocks),
         }
     )
     if len(body) > COMPRESS_OVER:
@@ -112,21 +127,48 @@ def decode(value: bytes) -> Checkpoint:
             else:
                 prev += int(item[0])
                 held.extend((prev, int(b)) for b in item[1:])
-        stream_ms = d.get("stream_ms")
+        p_ms = d.get("processing_ms", d.get("stream_ms"))
+        clocks = _decode_clocks(committed, d.get("clocks", ()))
         return Checkpoint(
             group=str(d["group"]),
             topic=str(d["topic"]),
             partition=int(d["partition"]),
             committed=committed,
             processed=int(d["processed"]),
-            stream_ms=None if stream_ms is None else float(stream_ms),
+            processing_ms=None if p_ms is None else float(p_ms),
             held=tuple(held),
             token=str(d["token"]),
+            clocks=clocks,
         )
     except CheckpointError:
         raise
     except (ValueError, KeyError, TypeError, IndexError, zlib.error) as err:
         raise CheckpointError(f"undecodable checkpoint: {type(err).__name__}: {err}") from err
+
+
+def _encode_clocks(committed: int, clocks: tuple[tuple[int, int, float], ...]) -> list[Any]:
+    """`[offset delta, block, clock]` each, both deltas from the previous entry: clocks of live
+    conversations are close to each other, so an integral clock is written as an integer delta (an
+    exact difference of integers); any other clock as itself, a float (orjson keeps the difference)."""
+    out: list[Any] = []
+    prev_offset, prev_clock = committed, 0.0
+    for offset, block, clock in clocks:
+        field: int | float = clock
+        if clock.is_integer() and prev_clock.is_integer() and max(abs(clock), abs(prev_clock)) < 2**53:
+            field = int(clock) - int(prev_clock)
+        out.append([offset - prev_offset, block, field])
+        prev_offset, prev_clock = offset, clock
+    return out
+
+
+def _decode_clocks(committed: int, items: Iterable[Any]) -> tuple[tuple[int, int, float], ...]:
+    out: list[tuple[int, int, float]] = []
+    offset, clock = committed, 0.0
+    for delta, block, field in items:
+        offset += int(delta)
+        clock = float(int(clock) + field) if type(field) is int else float(field)
+        out.append((offset, int(block), clock))
+    return tuple(out)
 
 
 class ReplayFilter:

@@ -9,7 +9,7 @@ guarantees rest on is decided here, where unit tests can reach it without a brok
   replays every event whose pairing is not emitted;
 * the checkpoint taken with each commit (see checkpoint.py) and the replay filter that uses it, so
   a replay rebuilds exactly the held state and re-emits nothing;
-* the wall-clock tick (see clock.py).
+* the wall-clock tick, the partition's processing time (see clock.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from stream_pairer.core.model import Source
 from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.vocab import RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
-from stream_pairer.stream.clock import NEG_INF, StreamClock
+from stream_pairer.stream.clock import NEG_INF, ProcessingClock
 
 # Output topic name templates (`{topic}` is the input topic): the defaults of the sidecar and audit.
 PAIRS_TOPIC: Final = "{topic}.pairs"
@@ -139,7 +139,7 @@ class PartitionState:
         self.pipeline = pipeline
         self.engine = pipeline.engine
         self.outputs = outputs
-        self.clock = StreamClock()
+        self.clock = ProcessingClock.start(restore.processing_ms if restore is not None else None, wall_ms)
         # Offset after the last processed record; None until known (no commit yet and nothing read).
         self.next_offset: int | None = start_offset
         self.last_processed: int | None = None if start_offset is None else start_offset - 1
@@ -147,13 +147,15 @@ class PartitionState:
         self.dirty = False  # something to commit since the last commit
         self.records_fed = 0
         self.missed: list[tuple[int, int]] = []  # held events the replay could not find (see ReplayFilter)
+        # Conversation clocks of the checkpoint, by the held event that carries each (see checkpoint.py).
+        self._restore_clocks: dict[tuple[int, int], float] = {}
         if restore is not None:
             self.replay = ReplayFilter(restore)
-            if restore.stream_ms is not None:
-                self.pipeline.advance(restore.stream_ms)  # empty engine: only sets stream time
-            self.clock.restore(restore.stream_ms, wall_ms)
+            if restore.processing_ms is not None:
+                self.pipeline.advance(restore.processing_ms)  # empty engine: only sets P
+            self._restore_clocks = {(o, b): c for o, b, c in restore.clocks}
             if not self.replay.active:
-                self.replay = None
+                self._end_replay()
 
     # ------------------------------------------------------------------ input
 
@@ -183,9 +185,13 @@ class PartitionState:
                 self.missed.extend(self.replay.missed)
                 self.replay.missed = []
             if not self.replay.active:
-                self.replay = None
-        self.clock.observe(self.engine.now_ms, wall_ms)
+                self._end_replay()
         return out
+
+    def _end_replay(self) -> None:
+        self.replay = None
+        self._restore_clocks = {}
+        self.engine.end_restore()
 
     def _source(self, msg: InputRecord) -> dict[str, Any]:
         here = {"topic": self.topic, "partition": self.partition, "offset": msg.offset}
@@ -209,20 +215,30 @@ class PartitionState:
             key=decode_key(msg.key),
             arrival_ms=float(msg.timestamp),
             replay_blocks=blocks,
+            replay_clocks=self._replay_clocks(msg.offset, blocks),
         )
         self._route(recs, msg.key, out)
+
+    def _replay_clocks(self, offset: int, blocks: frozenset[int]) -> dict[int, float] | None:
+        """The conversation clocks the checkpoint carries on this record's held events, by block."""
+        clocks = self._restore_clocks
+        if not clocks:
+            return None
+        found = {b: clocks.pop((offset, b)) for b in blocks if (offset, b) in clocks}
+        return found or None
 
     def tick(
         self, wall_ms: float, *, caught_up: bool, seen_end_ms: float | None = None,
         max_blind_ms: float = float("inf"),
     ) -> list[Emitted]:  # fmt: skip
-        """Advance a quiet partition's stream time by the wall clock (fires due timers); see clock.py."""
+        """Advance the partition's processing time by the wall clock (fires due processing timers:
+        what a quiet conversation still holds); see clock.py."""
         if self.restoring:
             return []
         target = self.clock.tick(
             wall_ms, caught_up=caught_up, seen_end_ms=seen_end_ms, max_blind_ms=max_blind_ms
         )
-        if target is None or target <= self.engine.now_ms:
+        if target is None or target <= self.engine.processing_ms:
             return []
         out: list[Emitted] = []
         self._route(self.pipeline.advance(target), None, out)
@@ -240,6 +256,7 @@ class PartitionState:
     def discard(self) -> int:
         """Forget the state without emitting (revocation: the next owner rebuilds it by replay)."""
         self.replay = None
+        self._restore_clocks = {}
         return self.engine.discard()
 
     # ------------------------------------------------------------------ commit rule
@@ -263,10 +280,17 @@ class PartitionState:
         if committed is None:
             return None
         held = [(consumed_offset(h.event.source), h.event.block) for h in self.engine.held()]
+        clocks = [
+            (consumed_offset(h.event.source), h.event.block, clock) for h, clock in self.engine.held_clocks()
+        ]
         processed = committed - 1 if self.last_processed is None else self.last_processed
         if self.replay is not None and self.replay.active:
-            held.extend(self.replay.pending())
+            pending = self.replay.pending()
+            held.extend(pending)
             processed = max(processed, self.replay.processed)
+            # Clocks of conversations whose held events are not replayed yet: still the checkpoint's.
+            waiting = set(pending)
+            clocks.extend((o, b, c) for (o, b), c in self._restore_clocks.items() if (o, b) in waiting)
         # Sorted and unique, as `tuple(sorted(set(held)))` would give, but sorted before any set:
         # the engine yields its events in arrival order, i.e. (nearly) in offset order, which
         # Timsort takes in about one pass, whereas sorting a set's hash order costs n log n tuple
@@ -275,16 +299,18 @@ class PartitionState:
         held.sort()
         if any(map(operator.eq, held, islice(held, 1, None))):
             held = sorted(set(held))
-        now = self.engine.now_ms
+        now = self.engine.processing_ms
+        clocks.sort()
         return Checkpoint(
             group=group,
             topic=self.topic,
             partition=self.partition,
             committed=committed,
             processed=processed,
-            stream_ms=None if now == NEG_INF else now,
+            processing_ms=None if now == NEG_INF else now,
             held=tuple(held),
             token=token,
+            clocks=tuple(clocks),
         )
 
     # ------------------------------------------------------------------ outputs

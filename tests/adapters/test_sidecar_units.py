@@ -19,6 +19,7 @@ from stream_pairer.cli.commands.run import config_from_args
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.errors import (
+    AuthorizationFailed,
     BrokerUnavailable,
     CommitFailed,
     DeliveryFailed,
@@ -38,7 +39,7 @@ from stream_pairer.ops.metrics import Metrics
         (ak.CommitFailedError("rebalanced"), "commit offsets", CommitFailed, True),
         (ak.MessageSizeTooLargeError(), "deliver t[0]", DeliveryFailed, True),
         (ak.NotLeaderForPartitionError(), "open partitions", BrokerUnavailable, True),
-        (ak.TopicAuthorizationFailedError(), "open partitions", SidecarError, False),
+        (ak.TopicAuthorizationFailedError(), "open partitions", AuthorizationFailed, False),
         (ConnectionRefusedError(), "session", BrokerUnavailable, True),
     ],
 )

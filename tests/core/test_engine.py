@@ -66,10 +66,13 @@ def test_fifo_prefers_oldest_call_with_same_name() -> None:
 
 
 def test_named_result_never_pairs_with_a_differently_named_call() -> None:
-    e = Engine()
+    e = Engine(EngineConfig(result_grace_ms=1_000))
     out = run(e, [call("c", None, name="weather", ts=1), result("c", None, name="search", ts=2)])
+    assert out == []  # held for the grace: its own call may still come
+    assert e.open_calls == 1 and e.pending_results == 1
+    out = run(e, [call("c", "z", name="other", ts=1_002)])  # the conversation's clock passes the grace
     assert kinds(out) == [("orphan_result", "no_call")]
-    assert e.open_calls == 1
+    assert e.open_calls == 2
 
 
 def test_named_result_falls_back_to_oldest_unnamed_call() -> None:
@@ -79,9 +82,43 @@ def test_named_result_falls_back_to_oldest_unnamed_call() -> None:
 
 
 def test_idless_result_with_no_open_call_is_an_orphan_not_dropped() -> None:
-    out = run(Engine(), [result("c", None, ts=1)])
+    e = Engine()
+    assert run(e, [result("c", None, ts=1)]) == []  # waits the grace for a late call
+    out = e.flush("end_of_input", result_reason="no_call")
     assert kinds(out) == [("orphan_result", "no_call")]
     assert out[0]["event"]["content"] == "ok"
+
+
+def test_idless_result_before_its_call_is_held_then_fifo_paired() -> None:
+    e = Engine(EngineConfig(result_grace_ms=5_000))
+    r_search, r_any = result("c", None, name="search", ts=10), result("c", None, name=None, ts=11)
+    assert run(e, [r_search, r_any]) == []
+    assert e.pending_results == 2
+    c_fetch, c_search = call("c", "f1", name="fetch", ts=12), call("c", None, name="search", ts=13)
+    out = run(e, [c_fetch, c_search])
+    # The named call takes the result of its name; the other takes the oldest unnamed one.
+    assert [(p["call"]["source"], p["result"]["source"], p["match"], p["fifo_by"]) for p in out] == [
+        (c_fetch.source, r_any.source, "fifo", "order"),
+        (c_search.source, r_search.source, "fifo", "name"),
+    ]
+    assert out[1]["latency_ms"] == -3  # the events' own timestamps, whatever the arrival order
+    assert e.pending_results == e.open_calls == e.held_bytes == 0
+
+
+def test_idless_held_result_never_pairs_a_differently_named_call_nor_beats_an_id_match() -> None:
+    e = Engine(EngineConfig(result_grace_ms=5_000))
+    run(e, [result("c", None, name="search", ts=1), result("c", "a", ts=2)])
+    out = run(e, [call("c", "a", name="search", ts=3), call("c", None, name="weather", ts=4)])
+    assert kinds(out) == [("pair", "id")]  # the id-bearing held result wins for call "a"
+    assert e.pending_results == 1 and e.open_calls == 1
+
+
+def test_unanswered_idless_result_becomes_no_call_after_grace_on_its_conversation_clock() -> None:
+    e = Engine(EngineConfig(result_grace_ms=5_000, call_timeout_ms=10**9))
+    run(e, [result("c", None, name="search", ts=1_000)])
+    assert run(e, [call("other", None, name="search", ts=10**12)]) == []  # another clock: no effect
+    assert run(e, [call("c", "x", name="weather", ts=5_999)]) == []
+    assert kinds(run(e, [call("c", "y", name="weather", ts=6_000)])) == [("orphan_result", "no_call")]
 
 
 def test_unknown_id_is_never_fifo_paired_and_waits_for_late_call() -> None:
@@ -97,8 +134,18 @@ def test_unknown_id_is_never_fifo_paired_and_waits_for_late_call() -> None:
 def test_unknown_id_becomes_orphan_after_grace() -> None:
     e = Engine(EngineConfig(result_grace_ms=5_000))
     assert run(e, [result("c", "ghost", ts=1_000)]) == []
-    assert e.advance(5_999) == []
-    out = e.advance(6_000)
+    assert run(e, [call("c", "x", ts=5_999)]) == []
+    out = run(e, [call("c", "y", ts=6_000)])  # its conversation's clock reaches ts + grace
+    assert kinds(out) == [("orphan_result", "no_call")]
+    assert e.pending_results == 0
+
+
+def test_unknown_id_becomes_orphan_after_grace_in_processing_time() -> None:
+    e = Engine(EngineConfig(result_grace_ms=5_000))
+    e.advance(100_000.0)  # processing time: unrelated to the events' own times
+    assert run(e, [result("c", "ghost", ts=1_000)]) == []
+    assert e.advance(104_999) == []
+    out = e.advance(105_000)
     assert kinds(out) == [("orphan_result", "no_call")]
     assert e.pending_results == 0 and e.held_bytes == 0
 
@@ -117,8 +164,26 @@ def test_duplicate_results_held_before_late_call() -> None:
 
 def test_late_result_after_call_timed_out() -> None:
     e = Engine(EngineConfig(call_timeout_ms=1_000))
-    out = run(e, [call("c", "a", ts=0), call("d", "b", ts=5_000), result("c", "a", ts=5_500)])
+    out = run(e, [call("c", "a", ts=0), call("c", "b", ts=5_000), result("c", "a", ts=5_500)])
     assert kinds(out) == [("orphan_call", "timeout"), ("orphan_result", "late_result")]
+
+
+def test_another_conversations_clock_never_times_out_a_call() -> None:
+    e = Engine(EngineConfig(call_timeout_ms=1_000))
+    out = run(e, [call("c", "a", ts=0), call("d", "b", ts=5_000), result("c", "a", ts=500)])
+    assert kinds(out) == [("pair", "id")]
+
+
+def test_out_of_order_result_before_its_call_and_an_old_call_still_pair() -> None:
+    e = Engine(EngineConfig(call_timeout_ms=1_000, result_grace_ms=1_000))
+    out = run(e, [result("c", "a", ts=990), call("c", "a", ts=1_000)])  # result stamped first
+    assert kinds(out) == [("pair", "id")] and out[0]["latency_ms"] == -10
+    # A call stamped long before the conversation's clock, its result right behind it: timers
+    # are checked when the clock moves, so the pair is made before the call could expire.
+    out = run(e, [call("c", "b", ts=3_000), call("c", "old", ts=100), result("c", "old", ts=150)])
+    assert kinds(out) == [("pair", "id")]
+    out = run(e, [call("c", "d", ts=4_100)])
+    assert kinds(out) == [("orphan_call", "timeout")]  # "b": 3_000 + 1_000 <= 4_100
 
 
 def test_second_call_with_open_id_supersedes_first() -> None:
@@ -133,11 +198,40 @@ def test_second_call_with_open_id_supersedes_first() -> None:
 def test_call_timeout_is_event_time_and_wall_tick_fires_it() -> None:
     e = Engine(EngineConfig(call_timeout_ms=60_000))
     assert run(e, [call("c", "a", ts=0)]) == []
-    # no further input: only a tick (the adapter's wall-clock) can emit the unanswered call
-    assert e.advance(59_999) == []
-    out = e.advance(60_000)
+    # no further input: only a tick (the adapter's processing time) can emit the unanswered call;
+    # P is counted from the first tick for what was held before it
+    assert e.advance(5_000) == []
+    assert e.advance(64_999) == []
+    out = e.advance(65_000)
     assert kinds(out) == [("orphan_call", "timeout")]
     assert out[0]["ts"] == "1970-01-01T00:00:00.000Z"
+    assert run(e, [call("c", "b", ts=10)]) == []  # held at P = 65_000
+    assert e.advance(124_999) == []
+    assert kinds(e.advance(125_000)) == [("orphan_call", "timeout")]
+
+
+def test_processing_time_never_comes_from_event_time() -> None:
+    e = Engine(EngineConfig(call_timeout_ms=60_000))
+    e.advance(1_000.0)
+    run(e, [call("c", "a", ts=0), call("d", "b", ts=10**13)])  # far-future record, other conversation
+    assert e.processing_ms == 1_000.0
+    assert e.advance(60_999) == []
+    assert sorted(kinds(e.advance(61_000))) == [("orphan_call", "timeout")] * 2
+
+
+def test_undated_events_take_their_conversation_clock() -> None:
+    e = Engine(EngineConfig(call_timeout_ms=1_000))
+    out = run(e, [call("c", None, ts=None), call("c", "a", ts=50_000), result("c", "a", ts=50_010)])
+    assert kinds(out) == [("pair", "id")]  # the undated call had no time: not expired by 50_000
+    out = run(e, [call("c", "u", ts=None), call("c", "v", ts=51_010)])
+    assert [(r["event"]["id"], r["reason"], r["ts"]) for r in out] == [
+        ("u", "timeout", "1970-01-01T00:00:50.010Z")  # held at its conversation's clock
+    ]
+    out = e.flush("end_of_input")
+    assert [(r["event"]["id"], r["ts"]) for r in out] == [
+        (None, None),  # no time known: null, not 1970
+        ("v", "1970-01-01T00:00:51.010Z"),
+    ]
 
 
 def test_same_id_in_two_conversations_pairs_within_each() -> None:
@@ -222,9 +316,12 @@ def test_discard_forgets_without_emitting() -> None:
 
 def test_idle_conversation_memory_expires_after_ttl() -> None:
     e = Engine(EngineConfig(conversation_ttl_ms=1_000))
-    run(e, [call("a", "1", ts=0), result("a", "1", ts=10)])
+    e.advance(0.0)
+    run(e, [call("a", "1", ts=5_000_000), result("a", "1", ts=5_000_010)])  # event time is irrelevant
     assert e.open_conversations == 1
-    e.advance(1_011)
+    e.advance(999)
+    assert e.open_conversations == 1
+    e.advance(1_000)  # TTL is processing time since its last event
     assert e.open_conversations == 0
 
 

@@ -47,6 +47,7 @@ def paired(conv: str, cid: str, ts: float) -> list[ToolEvent]:
 
 def test_closed_ids_are_bounded_across_conversations_oldest_first() -> None:
     e = Engine(EngineConfig(max_closed_ids=3, result_grace_ms=100))
+    e.advance(0.0)  # processing time starts
     run(e, [ev for i in range(5) for ev in paired(f"c{i}", "x", ts=i)])
     assert e.closed_ids == remembered(e) == 3
     assert [c.conversation_id for c in e._convs.values() if c.closed] == ["c2", "c3", "c4"]
@@ -67,6 +68,7 @@ def test_per_conversation_limit_still_applies_and_stays_in_step() -> None:
 
 def test_late_result_diagnosis_needs_the_id_remembered() -> None:
     e = Engine(EngineConfig(max_closed_ids=1, call_timeout_ms=10, result_grace_ms=0))
+    e.advance(0.0)
     out = run(e, [call("a", "1", ts=0), call("b", "2", ts=0)])
     out += e.advance(20)  # both calls time out: two closed ids, the bound keeps the newer
     assert reasons(out) == [("orphan_call", "timeout"), ("orphan_call", "timeout")]
@@ -90,6 +92,7 @@ def test_a_reused_id_leaves_the_closed_set() -> None:
 @pytest.mark.parametrize("how", ["lru", "ttl", "flush", "discard"])
 def test_departing_conversations_take_their_closed_ids(how: str) -> None:
     e = Engine(EngineConfig(max_conversations=2, conversation_ttl_ms=1_000))
+    e.advance(0.0)
     run(e, paired("a", "1", ts=0) + paired("a", "2", ts=0) + paired("b", "3", ts=0))
     assert e.closed_ids == 3
     if how == "lru":
@@ -110,6 +113,7 @@ def test_departing_conversations_take_their_closed_ids(how: str) -> None:
 
 def test_zero_closed_ids_means_no_diagnosis_but_nothing_lost() -> None:
     e = Engine(EngineConfig(max_closed_ids=0, result_grace_ms=5))
+    e.advance(0.0)
     out = run(e, [*paired("c", "x", ts=0), result("c", "x", ts=1)])
     out += e.advance(10)
     assert reasons(out) == [("pair", "id"), ("orphan_result", "no_call")]
@@ -141,9 +145,10 @@ def test_held_bytes_limit_counts_the_per_event_cost() -> None:
     assert e.open_calls == 10
 
 
-def test_idle_sweep_runs_once_stream_time_moved_a_second() -> None:
+def test_idle_sweep_runs_once_processing_time_moved_a_second() -> None:
     e = Engine(EngineConfig(conversation_ttl_ms=100))
-    run(e, paired("a", "1", ts=0))  # the sweep at t=0 finds "a" still fresh
+    e.advance(0.0)  # the sweep at P=0 finds nothing
+    run(e, paired("a", "1", ts=0))
     e.advance(IDLE_SWEEP_EVERY_MS - 1)  # "a" expired (ttl 100) but no sweep is due yet
     assert e.open_conversations == 1
     e.advance(IDLE_SWEEP_EVERY_MS)

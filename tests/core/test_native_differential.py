@@ -200,9 +200,9 @@ def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
         call_timeout_ms=float(draw(st.sampled_from([1_000, 3_000, 8_000, 600_000]))),
         result_grace_ms=float(draw(st.sampled_from([0, 500, 2_000, 30_000]))),
         conversation_ttl_ms=float(draw(st.sampled_from([1_000, 5_000, 3_600_000]))),
-        max_conversations=draw(st.integers(1, 5)),
-        max_calls_per_conversation=draw(st.integers(1, 4)),
-        max_held_bytes=draw(st.sampled_from([3_000, 6_000, 12_000, 2**30])),
+        max_conversations=draw(st.sampled_from([1, 2, 4, 5, 5])),
+        max_calls_per_conversation=draw(st.sampled_from([1, 2, 4, 8, 8])),
+        max_held_bytes=draw(st.sampled_from([3_000, 12_000, 2**30, 2**30])),
         max_closed_ids_per_conversation=draw(st.integers(0, 4)),
         max_closed_ids=draw(st.integers(0, 6)),
     )
@@ -213,7 +213,7 @@ def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
         roll = draw(st.integers(0, 9))
         if roll == 0:
             ops.append(("feed", draw(st.sampled_from(base))))  # a duplicate, anywhere
-        elif roll == 1:
+        elif roll in (1, 2):  # processing time (the sidecar's tick)
             ops.append(("advance", float(T0 + draw(st.integers(-30_000, 40_000)))))
     return cfg, ops
 
@@ -385,3 +385,40 @@ def test_records_handed_to_python_are_counted_by_reason(raw: bytes, reason: str)
     py = Pipeline(Engine())
     assert nat.feed(raw, {"line": 1}) == [orjson.dumps(r) for r in py.feed(raw, {"line": 1})]
     assert nat.fallthrough == {reason: 1}
+
+
+def test_time_model_scenarios_match() -> None:
+    """The issue-11 time model, step by step: conversations hours apart keep their own clocks (no
+    cross-conversation timeout), an id-less result written before its call waits the grace and pairs
+    FIFO, a clock moved past a deadline fires it, and the processing-time tick closes a quiet one."""
+    hour = 3_600_000
+
+    def rec(conv: str, typ: str, ts: int, **kw: Any) -> tuple[bytes, None, None]:
+        body = {"conversation_id": conv, "type": typ, "ts": _iso(T0 + ts, "Z"), **kw}
+        return orjson.dumps(body), None, None
+
+    cfg = EngineConfig(call_timeout_ms=60_000, result_grace_ms=10_000)
+    ops: list[Any] = [
+        ("feed", rec("late", "tool_call", 0, id="a", name="read")),
+        ("feed", rec("early", "tool_call", 5 * hour, id="b", name="read")),  # hours ahead: no timeout
+        ("feed", rec("late", "tool_result", 1_000, id="a", content="ok")),  # still pairs by id
+        ("feed", rec("late", "tool_result", 2_000, name="write", content="x")),  # id-less, no call yet
+        ("feed", rec("late", "tool_call", 2_500, name="write")),  # takes it: fifo by name
+        ("feed", rec("late", "tool_call", 3_000, id="c", name="read")),
+        ("feed", rec("late", "tool_result", 200_000, name="shell", content="y")),  # clock passes c's deadline
+        ("advance", float(T0)),  # processing time starts: held events count from here
+        ("advance", float(T0 + 120_000)),  # quiet for longer than every timeout: all closed
+    ]
+    _run_both(cfg, ops)
+    py = Pipeline(Engine(cfg))
+    reasons = []
+    for i, (op, arg) in enumerate(ops):
+        out = py.feed(arg[0], {"line": i}) if op == "feed" else py.advance(arg)
+        reasons += [(r["kind"], r.get("reason") or r.get("fifo_by") or r["match"]) for r in out]
+    assert reasons == [
+        ("pair", "id"),
+        ("pair", "name"),
+        ("orphan_call", "timeout"),  # c: its own conversation's clock passed its deadline
+        ("orphan_result", "no_call"),  # the tick, oldest processing deadline first: grace 10 s
+        ("orphan_call", "timeout"),  # b: timeout 60 s of processing time
+    ]

@@ -696,11 +696,11 @@ def test_engine_emits_tagged_records(registry: ToolSchemaRegistry) -> None:
         },
     ]
     engine = Engine(EngineConfig(call_timeout_ms=60_000), tagger=FailureTagger(registry))
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = engine.advance(0.0)  # processing time starts
     for i, line in enumerate(lines, 1):
         for ev in parse_record(orjson.dumps(line), {"file": "x.jsonl", "line": i}):
             out.extend(engine.process(ev))
-    out.extend(engine.advance(T0 + 3_600_000))  # t2 never answered: timeout
+    out.extend(engine.advance(3_600_000))  # t2 never answered: timeout (processing time)
     by_id = {(r["call"] if r["kind"] == "pair" else r["event"])["id"]: r for r in out}
     assert by_id["t1"]["failures"] == [ARGUMENT_CONSTRUCTION, RESULT_INTERPRETATION]
     assert by_id["t2"]["kind"] == "orphan_call" and by_id["t2"]["reason"] == "timeout"

@@ -41,7 +41,7 @@ MANIFESTS = sorted(K8S.glob("*.yaml"))
 DOCKERFILE = DEPLOY / "Dockerfile"
 VALIDATE_DIR = DEPLOY / "validate"
 CONNECT = DEPLOY / "kafka-connect"
-CORE_API_GROUPS = ("v1", "apps/v1", "policy/v1", "batch/v1", "autoscaling/v2")
+CORE_API_GROUPS = ("v1", "apps/v1", "policy/v1", "batch/v1", "autoscaling/v2", "networking.k8s.io/v1")
 K8S_VERSIONS = ("1.29.0", kubernetes_validate.utils.latest_version())
 MI = 1024 * 1024
 
@@ -270,6 +270,59 @@ def test_image_tag_is_the_package_version(where: str, dep: dict[str, Any]) -> No
     assert pairer_container(dep)["image"] == f"stream-pairer:{version}"
 
 
+@pytest.mark.parametrize("where, dep", workloads(), ids=lambda v: v if isinstance(v, str) else "")
+def test_pod_is_hardened(where: str, dep: dict[str, Any]) -> None:
+    """No service-account token, an explicit HTTP bind address, a cap on ephemeral storage."""
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pairer_env(dep)["STREAM_PAIRER_HTTP_HOST"] in ("0.0.0.0", "127.0.0.1")
+    resources = pairer_container(dep)["resources"]
+    assert quantity(resources["limits"]["ephemeral-storage"]) <= 256 * MI
+    assert quantity(resources["requests"]["ephemeral-storage"]) <= quantity(
+        resources["limits"]["ephemeral-storage"]
+    )
+
+
+@pytest.mark.parametrize("where, dep", workloads(), ids=lambda v: v if isinstance(v, str) else "")
+def test_network_policy_admits_only_prometheus_to_the_metrics_port(where: str, dep: dict[str, Any]) -> None:
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    policies = [
+        d
+        for _, d in documents()
+        if d["kind"] == "NetworkPolicy" and d["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    ]
+    assert policies, f"{where}: no NetworkPolicy selects the Pods"
+    metrics = {"sp-metrics", 9464}
+    for policy in policies:
+        assert "Ingress" in policy["spec"]["policyTypes"]
+        for rule in policy["spec"].get("ingress", []):
+            assert {p["port"] for p in rule["ports"]} <= metrics, "only the metrics port"
+            assert rule["from"], "an ingress rule without `from` admits everyone"
+            for peer in rule["from"]:
+                assert "ipBlock" not in peer
+                assert "prometheus" in json.dumps(peer["podSelector"]), peer
+
+
+def test_secured_example_reads_credentials_from_mounted_secret_files() -> None:
+    """The SASL_SSL example: password and CA are files from a Secret volume, not env literals."""
+    dep = next(d for f, d in workloads() if f == "consumer.yaml")
+    env = pairer_env(dep)
+    assert env["STREAM_PAIRER_SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert env["STREAM_PAIRER_SASL_MECHANISM"] in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    pod = dep["spec"]["template"]["spec"]
+    c = pairer_container(dep)
+    assert not any(e["name"].endswith(("PASSWORD", "TOKEN")) for e in c.get("env", []))
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    for var in ("STREAM_PAIRER_SASL_PASSWORD_FILE", "STREAM_PAIRER_SSL_CAFILE"):
+        path = Path(env[var])
+        mount = mounts[str(path.parent)]
+        assert mount["readOnly"] is True
+        secret = volumes[mount["name"]]["secret"]
+        assert path.name in {item["path"] for item in secret["items"]}
+        assert secret["defaultMode"] & 0o007 == 0, "not world-readable"
+
+
 def test_state_limit_variables_are_real_options() -> None:
     """The limits are options of the pairing commands (STREAM_PAIRER_<OPTION> = config.env_name)."""
     for option in (
@@ -340,8 +393,8 @@ def test_dockerfile_structure() -> None:
     assert len(froms) >= 2, "multi-stage: a build stage and a runtime stage"
     args = dict(a.split("=", 1) for w, a in ins if w == "ARG" and "=" in a)
     base = args["PYTHON_IMAGE"]
-    assert re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), (
-        f"base image {base} is not pinned to a patch release"
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+@sha256:[0-9a-f]{64}", base), (
+        f"base image {base} is not pinned to a patch release and a digest"
     )
     final = len(ins) - 1 - [w for w, _ in ins][::-1].index("FROM")
     runtime = ins[final:]
@@ -355,13 +408,39 @@ def test_dockerfile_structure() -> None:
     assert len(health) == 1 and "/healthz" in health[0]
 
 
+def test_image_installs_exact_versions_from_the_constraints() -> None:
+    """A rebuild installs the same code: pip runs with deploy/constraints.txt, which pins every
+    runtime dependency (and the build backend) to one version satisfying pyproject.toml."""
+    from packaging.requirements import Requirement  # noqa: PLC0415
+    from packaging.utils import canonicalize_name  # noqa: PLC0415
+
+    runs = [a for w, a in dockerfile_instructions() if w == "RUN" and "pip install" in a]
+    assert len(runs) == 1 and "-c constraints.txt" in runs[0] and "PIP_CONSTRAINT=" in runs[0]
+    assert any(w == "COPY" and a.startswith("deploy/constraints.txt ") for w, a in dockerfile_instructions())
+    pins: dict[str, str] = {}
+    for raw in (DEPLOY / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            assert sep and version, f"not an exact pin: {line}"
+            pins[canonicalize_name(name)] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for spec in project["project"]["dependencies"] + project["build-system"]["requires"]:
+        req = Requirement(spec)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req.name} is not pinned in deploy/constraints.txt"
+        assert req.specifier.contains(pins[name], prereleases=True), (
+            f"{req.name}=={pins[name]} violates {spec}"
+        )
+
+
 def test_dockerfile_copies_only_existing_paths() -> None:
     for word, args in dockerfile_instructions():
         if word == "COPY" and "--from" not in args:
             for src in args.split()[:-1]:
                 assert (ROOT / src).exists(), f"COPY source {src} is not in the repository"
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
-    for needed in ("!pyproject.toml", "!README.md", "!stream_pairer/", "!native/"):
+    for needed in ("!pyproject.toml", "!README.md", "!stream_pairer/", "!native/", "!deploy/constraints.txt"):
         assert needed in ignore
 
 

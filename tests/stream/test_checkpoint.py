@@ -99,3 +99,33 @@ def test_nothing_processed_since_the_commit_means_no_replay() -> None:
     f = ReplayFilter(cp([], committed=100, processed=99))
     assert not f.active
     assert f.blocks(100) is None
+
+
+clock_values = st.one_of(
+    st.integers(-(2**53) + 1, 2**53 - 1).map(float),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(1_700_000_000_000, 1_800_000_000_000).map(lambda ms: ms + 0.001),
+)
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), clock_values), max_size=40))
+def test_conversation_clocks_round_trip_exactly(items: list[tuple[int, int, float]]) -> None:
+    """Clocks are delta-encoded between entries; every float must come back bit for bit, or a
+    replay would re-derive different event-time deadlines."""
+    offset = 100
+    clocks = []
+    for step, block, clock in items:
+        offset += step
+        clocks.append((offset, block, clock))
+    c = Checkpoint("g", "t", 3, 100, 300, 12.5, ((100, 0),), "tok", tuple(clocks))
+    back = decode(encode(c))
+    assert back == c
+    assert [repr(x[2]) for x in back.clocks] == [repr(x[2]) for x in clocks]
+
+
+def test_a_checkpoint_of_the_single_stream_time_version_still_restores() -> None:
+    """Before per-conversation clocks the field was `stream_ms` and there were no clocks."""
+    old = b'{"v":1,"group":"g","topic":"t","partition":3,"committed":100,"processed":120,' \
+        b'"stream_ms":1741944400000.0,"token":"tok","held":[0,5]}'  # fmt: skip
+    c = decode(old)
+    assert (c.processing_ms, c.held, c.clocks) == (1741944400000.0, ((100, 0), (105, 0)), ())

@@ -48,7 +48,9 @@ log = logging.getLogger("stream_pairer.kafka")
 
 TOPIC_ALREADY_EXISTS = 36
 MAX_BATCH_BYTES = 1 << 20  # see KafkaSettings.max_batch_bytes
-MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024  # ~20 million held events per partition, delta-encoded + zlib
+# ~20 million held events per partition, delta-encoded + zlib; ~3.5 million when every one is in its
+# own conversation and each needs its clock (random clocks over 10 min: ~4.4 B each, see checkpoint.py)
+MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
 CHECKPOINT_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "max.message.bytes": str(MAX_CHECKPOINT_BYTES + 1024),
@@ -72,6 +74,8 @@ class KafkaSettings:
     # which every batch must fit; lower it for a broker or topic configured below that.
     max_batch_bytes: int = MAX_BATCH_BYTES
     extra: dict[str, Any] = field(default_factory=dict)  # passed to every client (security options)
+    consumer_extra: dict[str, Any] = field(default_factory=dict)  # --consumer-config (security.py)
+    producer_extra: dict[str, Any] = field(default_factory=dict)  # --producer-config (security.py)
 
     def common(self) -> dict[str, Any]:
         return {
@@ -94,6 +98,7 @@ def make_producer(settings: KafkaSettings, transactional_id: str | None = None) 
         max_batch_size=min(settings.max_batch_bytes, max_request_size),
         max_request_size=max_request_size,
         **settings.common(),
+        **settings.producer_extra,
     )
 
 
@@ -213,6 +218,7 @@ class CheckpointStore:
                 isolation_level="read_committed",
                 fetch_max_wait_ms=50,  # reads are short and targeted: do not park in a long poll
                 **self.settings.common(),
+                **self.settings.consumer_extra,
             )
             await reader.start()
             self._reader = reader

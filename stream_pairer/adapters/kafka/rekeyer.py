@@ -113,6 +113,7 @@ class Rekeyer:
             isolation_level=self.isolation_level,
             max_poll_records=self.max_records,
             **self.settings.common(),
+            **self.settings.consumer_extra,
         )
         consumer.subscribe(list(self.topics), listener=_Listener(self))
         try:

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
@@ -52,6 +52,7 @@ from stream_pairer.adapters.kafka.io import (
     tp_key,
 )
 from stream_pairer.adapters.kafka.rekeyer import Rekeyer
+from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.core.engine import Engine, EngineConfig, Tagger
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.pipeline import Pipeline
@@ -118,6 +119,7 @@ class SidecarConfig:
     checkpoint_match_wait_s: float = 5.0
     repartition: bool = False
     repartition_topic: str = "{topic}.by-conversation"
+    security: KafkaSecurity = PLAINTEXT  # TLS/SASL and client pass-through (security.py)
 
     def __post_init__(self) -> None:
         if not self.input_topics:
@@ -195,7 +197,12 @@ class Sidecar:
             client_id=config.client_id,
             request_timeout_ms=config.request_timeout_ms,
             max_output_bytes=config.max_output_bytes,
+            # Security (issue 14): one ssl context and the SASL settings shared by every client.
+            extra=config.security.client_kwargs(),
+            consumer_extra=dict(config.security.consumer_config),
+            producer_extra=dict(config.security.producer_config),
         )
+        self.last_error = ""  # why the last session ended (for /readyz), never a secret
         self.states: dict[TopicPartition, PartitionState] = {}
         self._parked: dict[TopicPartition, tuple[PartitionState, Checkpoint | None]] = {}
         self._last_commit: dict[TopicPartition, Checkpoint] = {}
@@ -302,6 +309,8 @@ class Sidecar:
         if ready:
             return 200, "text/plain", f"ready: {len(self.states)} partitions\n".encode()
         why = "not connected" if not self._connected else "no partitions assigned or not consuming"
+        if not self._connected and self.last_error:
+            why += f" ({self.last_error})"
         return 503, "text/plain", f"not ready: {why}\n".encode()
 
     # ================================================================== sessions
@@ -323,6 +332,7 @@ class Sidecar:
                         else classify(err, during="session")
                     )
                     delay = backoff.next()
+                    self.last_error = f"{type(error).__name__}: {error}"
                     log.log(
                         logging.ERROR if isinstance(error, ConfigError) else logging.WARNING,
                         "Kafka session %d ended (attempt %d): %s: %s; reconnecting in %.1fs",
@@ -341,6 +351,9 @@ class Sidecar:
 
     async def _session(self, backoff: Backoff) -> None:
         cfg = self.config
+        security = cfg.security.reloaded()  # a rotated password file is read again (security.py)
+        self.settings = replace(self.settings, extra=security.client_kwargs())
+        await probe(cfg.bootstrap_servers, security)  # names a TLS/SASL cause (security.py)
         admin = self._admin = make_admin(self.settings)
         await admin.start()
         counts = await topic_partitions(admin, cfg.input_topics)
@@ -386,6 +399,7 @@ class Sidecar:
             heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             partition_assignment_strategy=(StickyPartitionAssignor, RoundRobinPartitionAssignor),
             **self.settings.common(),
+            **self.settings.consumer_extra,
         )
         consumer.subscribe(list(self._origin), listener=_Listener(self))
         await consumer.start()
@@ -504,7 +518,8 @@ class Sidecar:
 
     async def _tick(self, consumer: AIOKafkaConsumer, wall_ms: float) -> None:
         """Wall-clock tick: a partition whose position reached the end of its log, as of the last
-        fetch response, is advanced to the projected stream time as of that response."""
+        fetch response, has its processing time advanced by the wall time elapsed up to that
+        response (see stream/clock.py), which emits what quiet conversations held past a timeout."""
         max_blind_ms = 2000 * self.config.tick_interval_s + 2000
         for tp, st in list(self.states.items()):
             if st.restoring:

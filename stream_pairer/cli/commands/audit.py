@@ -21,10 +21,12 @@ from pathlib import Path
 import orjson
 
 from stream_pairer.adapters.files import OUTPUT_FILES, read_lines
+from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
+from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
 from stream_pairer.cli.options import add_option, positive_float, positive_int
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
-from stream_pairer.errors import AuditReadError, InputError
+from stream_pairer.errors import AuditReadError, InputError, SidecarError
 from stream_pairer.stream.partition import DEAD_LETTER_TOPIC, ORPHANS_TOPIC, PAIRS_TOPIC
 
 NAME = "audit"
@@ -90,6 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=300.0,
         help="seconds allowed to read the topics up to their end offsets",
     )
+    add_security_arguments(parser, producer=False)
     parser.add_argument("--show", type=int, default=20, help="problem positions to print (default: 20)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full report as JSON here")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
@@ -115,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
                     outputs,
                     input_isolation=args.input_isolation,
                     timeout_s=args.audit_timeout,
+                    security=security_from_args(args),
                 )
             )
         else:
@@ -123,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             if "-" in args.input:
                 return _usage("stdin cannot be audited: the audit must re-read the input")
             report = audit_files(auditor, args.input, [Path(o) for o in args.outputs])
-    except (InputError, AuditReadError) as err:
+    except (InputError, AuditReadError, SidecarError) as err:
         print(f"stream-pairer audit: {err}", file=sys.stderr)
         return 2
     elapsed = time.monotonic() - started
@@ -196,10 +200,12 @@ async def audit_topics(
     *,
     input_isolation: str = "read_committed",
     timeout_s: float = 300.0,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> AuditReport:
     """Read the input topics, then the output topics (read_committed: only what a transaction
     committed, as any downstream consumer sees it), each up to its end offsets taken at start."""
     deadline = time.monotonic() + timeout_s
+    await probe(bootstrap, security)  # a TLS/SASL failure is named here, not "cannot reach Kafka"
 
     def on_input(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         stream = auditor.streams[("kafka", topic, partition)]
@@ -221,8 +227,11 @@ async def audit_topics(
         deadline,
         on_partition=on_input_partition,
         required=True,
+        security=security,
     )
-    await read_topics(bootstrap, output_topics, "read_committed", on_output, deadline, required=False)
+    await read_topics(
+        bootstrap, output_topics, "read_committed", on_output, deadline, required=False, security=security
+    )
     return auditor.finish()
 
 
@@ -238,6 +247,7 @@ async def read_topics(
     *,
     on_partition: Callable[[str, int, int, int], None] | None = None,
     required: bool = True,
+    security: KafkaSecurity = PLAINTEXT,
 ) -> None:
     """Every record of every partition of `topics` from the beginning up to the end offsets taken
     now, in offset order per partition. No consumer group: nothing is committed, nothing rebalances.
@@ -245,7 +255,7 @@ async def read_topics(
     from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415 - files mode needs no Kafka
     from aiokafka.errors import KafkaError  # noqa: PLC0415
 
-    partitions = await _partitions(bootstrap, topics, required, deadline)
+    partitions = await _partitions(bootstrap, topics, required, deadline, security)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -254,6 +264,8 @@ async def read_topics(
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=8 * 1024 * 1024,
         fetch_max_bytes=64 * 1024 * 1024,
+        **security.client_kwargs(),
+        **security.consumer_config,
     )
     try:
         await asyncio.wait_for(consumer.start(), max(1.0, deadline - time.monotonic()))
@@ -293,7 +305,7 @@ async def read_topics(
 
 
 async def _partitions(
-    bootstrap: str, topics: list[str], required: bool, deadline: float
+    bootstrap: str, topics: list[str], required: bool, deadline: float, security: KafkaSecurity = PLAINTEXT
 ) -> list[tuple[str, int]]:
     """(topic, partition) of every existing topic in `topics`, from the admin client: a consumer
     only knows the partitions of topics it subscribed to, and a metadata request naming a missing
@@ -301,7 +313,9 @@ async def _partitions(
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
     from aiokafka.errors import KafkaError  # noqa: PLC0415
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=30_000, **security.client_kwargs()
+    )
     try:
         await asyncio.wait_for(admin.start(), max(1.0, deadline - time.monotonic()))
         existing = set(await admin.list_topics())

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from stream_pairer.adapters.files import OutputWriter, read_lines
+from stream_pairer.adapters.files import OutputWriter, check_inputs, check_output_dir, read_lines
 from stream_pairer.cli.options import (
     add_engine_arguments,
     engine_config_from_args,
@@ -20,7 +20,7 @@ from stream_pairer.core.engine import Engine
 from stream_pairer.core.native import NativePipeline, choose_engine
 from stream_pairer.core.pipeline import Pipeline, Summary
 from stream_pairer.core.vocab import OrphanReason
-from stream_pairer.errors import InputError
+from stream_pairer.errors import InputError, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -67,10 +67,16 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
+    try:
+        check_output_dir(args.out, args.inputs)
+        check_inputs(args.inputs)  # all of them, before anything is written
+    except InputError as err:
+        print(f"stream-pairer pair: {err}", file=sys.stderr)
+        return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started, lambda: pipeline.summary)
     try:
-        with OutputWriter(args.out) as writer:
+        with OutputWriter(args.out, args.inputs) as writer:
             # Both engines take the same input; the compiled one returns records already encoded.
             write: Callable[[Any], None] = (
                 writer.write_encoded if isinstance(pipeline, NativePipeline) else writer.write
@@ -86,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             write(pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value))
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(err, OutputRefused) else 1
     progress.done()
     elapsed = time.monotonic() - started
     if args.summary_json is not None:

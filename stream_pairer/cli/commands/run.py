@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
+from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -30,6 +31,7 @@ from stream_pairer.cli.options import (
     positive_int,
     tagger_from_args,
 )
+from stream_pairer.errors import ConfigError
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "run"
@@ -155,7 +157,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tick-interval",
         type=positive_float,
         default=_default("tick_interval_s"),
-        help="seconds between wall-clock ticks that time out calls on quiet partitions",
+        help="seconds between wall-clock ticks that advance each caught-up partition's processing time "
+        "(what times out the calls of conversations that went quiet)",
     )
     add_option(
         k,
@@ -197,7 +200,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         s,
         "--http-host",
         default=_default("http_host"),
-        help="address of the /metrics /healthz /readyz endpoint",
+        help="address the /metrics /healthz /readyz endpoint binds: 0.0.0.0 (all interfaces) by "
+        "default because the kubelet's probes and Prometheus reach a Pod on its IP; 127.0.0.1 when "
+        "only processes on the same host (or Pod) may read it",
     )
     add_option(
         s,
@@ -222,6 +227,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cap of the reconnect backoff, seconds",
     )
     add_option(s, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_security_arguments(parser)
     add_engine_arguments(parser)
 
 
@@ -274,6 +280,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         http_port=None if args.no_http else args.http_port,
         ready_timeout_s=args.ready_timeout,
         backoff_max_s=args.backoff_max,
+        security=security_from_args(args),
     )
 
 
@@ -316,7 +323,8 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     try:
         config = config_from_args(args)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, ConfigError) as err:
         print(f"stream-pairer run: {err}", file=sys.stderr)
         return 2
+    log.info("Kafka %s: %s", config.bootstrap_servers, config.security.describe())
     return asyncio.run(serve(config))
