@@ -75,8 +75,12 @@ pub fn parse(
     let mm = scan::members(raw, msg.start).ok_or("not_canonical")?;
     let parts = match get(top, b"type").map(|t| &raw[t.start..t.end]) {
         None | Some(b"null") => {
-            if get(top, b"jsonrpc").is_some() {
-                return Err("other_format");
+            if get(top, b"jsonrpc").is_some()
+                || get(top, b"resourceSpans").is_some()
+                || get(top, b"resourceLogs").is_some()
+                || (present(top, raw, b"request").is_some() && get(top, b"response").is_some())
+            {
+                return Err("other_format"); // MCP, an OTLP export, an HTTP wire exchange
             }
             dispatch_inner(raw, &mm, msg)?
         }
@@ -147,6 +151,9 @@ fn message<'a>(
     }
     let role = get(mm, b"role").map(|r| &b[r.start..r.end]);
     if role == Some(b"\"tool\"") {
+        if get(mm, b"function").is_some() || get(mm, b"error").is_some() {
+            return Err("other_format"); // Inspect AI's tool message: name and outcome read in Python
+        }
         let payload: &[u8] = get(mm, b"content").map_or(b"null", |c| &b[c.start..c.end]);
         return Ok(vec![Part {
             is_call: false,

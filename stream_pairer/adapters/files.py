@@ -2,11 +2,28 @@
 
 Input lines are read as bytes (a record that is not UTF-8 must reach the dead-letter output intact,
 not crash a text decoder); gzip is recognised by its magic bytes, not by the file name.
+
+Reading (`FileRecords`, `expand_inputs`) is the part that knows what files look like on disk:
+
+* JSONL, read in chunks: a line is never buffered past the record size limit. A longer line is
+  skipped to its end and reported as an `Oversize` (its size and first bytes), which becomes a
+  `too_large` dead letter: a 1 GiB line costs the chunk size, not 2 GiB.
+* A whole JSON document per file (a top-level array of messages; an object with `messages`,
+  `contents`, `input`, `conversation`, `history`; an eval log with `samples[].messages`), pretty-
+  printed or not, is detected from the first bytes and streamed item by item with `ijson` (only
+  one message is held at a time, or one sample of an eval log). Each item is fed as one record;
+  its `source.line` is its ordinal in the document and `source.item` its JSON path.
+* Conversation ids: in file mode a record without its own conversation field belongs to its
+  file's conversation (the path, or `--conversation-id`); a document's own id field at the top
+  (gemini-cli `sessionId`...) and an eval sample's id/epoch refine it; a session id announced by a
+  record (Codex `session_meta`) applies to the rest of the file.
+* Directories are walked recursively and globs expanded, in sorted (stable) order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import gzip
 import io
 import os
@@ -14,8 +31,9 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import orjson
 
@@ -29,6 +47,58 @@ OUTPUT_FILES = {
     RecordKind.ORPHAN_RESULT.value: "orphans.jsonl",
     RecordKind.DEAD_LETTER.value: "dead_letter.jsonl",
 }
+CHUNK: Final = 1 << 16  # bytes read at a time from an input
+OVERSIZE_HEAD: Final = 4096  # first bytes of an oversize line kept for its dead letter
+# Top-level keys of a document whose array value holds the messages, in the order tried.
+DOCUMENT_KEYS: Final = ("messages", "contents", "input", "conversation", "history")
+# Suffixes of the files a directory walk picks up (other files, e.g. READMEs, are not inputs).
+INPUT_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz", ".gz")
+
+
+@dataclass(frozen=True, slots=True)
+class Oversize:
+    """A line longer than the record size limit: read to its end but not kept. `detail` is set
+    for the other input that cannot become a record (a document that breaks off)."""
+
+    size: int
+    head: bytes
+    reason: str = "too_large"
+    detail: str | None = None
+
+
+def expand_inputs(names: Sequence[str], skip_dir: Path | None = None) -> list[str]:
+    """Files named, directories walked recursively (files with an input suffix), globs expanded;
+    each group in sorted order, so that a rerun reads in the same order. `-` stays as it is.
+
+    `skip_dir` (the output directory) is left out of walks and globs: `pair logs/ --out logs/out`
+    must not read its previous outputs as inputs. A file named explicitly is kept (and then
+    refused by `check_output_dir` if it lies there)."""
+    skip = os.path.realpath(skip_dir) + os.sep if skip_dir is not None else None
+
+    def wanted(path: str) -> bool:
+        return skip is None or not os.path.realpath(path).startswith(skip)
+
+    out: list[str] = []
+    for name in names:
+        if name == "-":
+            out.append(name)
+        elif os.path.isdir(name):
+            found = sorted(
+                str(p)
+                for p in Path(name).rglob("*")
+                if p.is_file() and p.name.endswith(INPUT_SUFFIXES) and wanted(str(p))
+            )
+            if not found:
+                raise InputError(f"{name} is a directory with no .jsonl/.json(.gz) files in it")
+            out += found
+        elif not os.path.exists(name) and glob.has_magic(name):
+            matches = sorted(p for p in glob.glob(name, recursive=True) if os.path.isfile(p) and wanted(p))
+            if not matches:
+                raise InputError(f"no file matches {name}")
+            out += matches
+        else:
+            out.append(name)
+    return out
 
 
 def open_input(name: str) -> IO[bytes]:
@@ -46,18 +116,287 @@ def open_input(name: str) -> IO[bytes]:
 
 
 def read_lines(name: str) -> Iterator[tuple[int, bytes]]:
-    """(1-based line number, line without its newline) for each non-blank line of an input."""
+    """(1-based line number, line without its newline) for each non-blank line of a file read
+    whole-line (output files, written by this tool); inputs go through `FileRecords`."""
     stream = open_input(name)
     try:
-        for lineno, line in enumerate(stream, 1):
-            body = line.rstrip(b"\r\n")
-            if body.strip():
-                yield lineno, body
+        for lineno, item in split_lines(stream, b"", None):
+            if isinstance(item, bytes):
+                yield lineno, item
     except (OSError, EOFError, gzip.BadGzipFile) as err:
         raise InputError(f"cannot read {name}: {err}") from err
     finally:
         if name != "-":
             stream.close()
+
+
+def split_lines(
+    stream: IO[bytes], head: bytes, max_bytes: int | None
+) -> Iterator[tuple[int, bytes | Oversize]]:
+    """Lines of `head` + the rest of `stream`, read CHUNK bytes at a time. A line grows in
+    `pending` only up to `max_bytes` (+1 for a CR); past it only its length is counted."""
+    limit = max_bytes if max_bytes is not None else -1
+    pending = bytearray()
+    over = -1  # >= 0: the current line is oversize; bytes counted so far
+    over_head = b""
+    lineno = 0
+    chunk = head or stream.read(CHUNK)
+    while chunk:
+        start = 0
+        n = len(chunk)
+        while start < n:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:  # the line goes on in the next chunk
+                if over >= 0:
+                    over += n - start
+                elif limit >= 0 and len(pending) + n - start > limit + 1:  # +1: a CR before the LF
+                    over = len(pending) + n - start
+                    over_head = bytes(pending[:OVERSIZE_HEAD] or chunk[start : start + OVERSIZE_HEAD])
+                    pending.clear()
+                else:
+                    pending += chunk[start:]
+                break
+            lineno += 1
+            if over >= 0:
+                yield lineno, Oversize(over + nl - start, over_head)
+                over = -1
+            else:
+                if pending:
+                    pending += chunk[start:nl]
+                    line = bytes(pending)
+                    pending.clear()
+                else:
+                    line = chunk[start:nl]
+                item = _line(line, limit)
+                if item is not None:
+                    yield lineno, item
+            start = nl + 1
+        chunk = stream.read(CHUNK)
+    if over >= 0:
+        yield lineno + 1, Oversize(over, over_head)
+    elif pending:
+        item = _line(bytes(pending), limit)
+        if item is not None:
+            yield lineno + 1, item
+
+
+def _line(line: bytes, limit: int) -> bytes | Oversize | None:
+    body = line[:-1] if line.endswith(b"\r") else line
+    if 0 <= limit < len(body):
+        return Oversize(len(body), body[:OVERSIZE_HEAD])
+    return body if body.strip() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole JSON documents
+
+
+Source = dict[str, Any]
+_SCALARS: Final = frozenset({"null", "boolean", "integer", "double", "number", "string"})
+_OPEN: Final = frozenset({"start_map", "start_array"})
+_CLOSE: Final = frozenset({"end_map", "end_array"})
+
+
+class FileRecords:
+    """The records of one input file and the conversation id to fall back on for each.
+
+    Iterating yields (source, record bytes or Oversize, key). `key` is the conversation id of
+    records that carry none: `--conversation-id` when given (`forced`), else a session id
+    announced earlier in the file (`set_session`, e.g. Codex `session_meta`), else a document's
+    own id (its top-level conversation field, an eval sample's id), else the file's path."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_bytes: int | None = None,
+        conversation_id: str | None = None,
+        conversation_fields: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.label = "<stdin>" if name == "-" else name
+        self.max_bytes = max_bytes
+        self.forced = conversation_id
+        self.fields = frozenset(f for f in conversation_fields if "." not in f)
+        self.session: str | None = None
+        self.kind = "jsonl"  # or "document", once iteration has started
+
+    def set_session(self, session_id: str) -> None:
+        self.session = session_id
+
+    def __iter__(self) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+        stream = open_input(self.name)
+        try:
+            head = stream.read(CHUNK)
+            if _is_document(head, len(head) < CHUNK):
+                self.kind = "document"
+                body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a Windows editor's BOM
+                yield from self._document(_Chained(body, stream))
+            else:
+                for lineno, raw in split_lines(stream, head, self.max_bytes):
+                    yield {"file": self.label, "line": lineno}, raw, self._key(None)
+        except (OSError, EOFError, gzip.BadGzipFile) as err:
+            raise InputError(f"cannot read {self.name}: {err}") from err
+        finally:
+            if self.name != "-":
+                stream.close()
+
+    def _key(self, doc_key: str | None) -> str:
+        return self.forced or self.session or doc_key or self.label
+
+    def _document(self, reader: _Chained) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+        import ijson  # noqa: PLC0415 - only documents need it
+
+        n = 0
+        try:
+            events = ijson.parse(reader, use_float=True)
+            _, first, _ = next(events)
+            if first == "start_array":
+                for i, item in _items(events):
+                    n += 1
+                    yield self._item(n, f"[{i}]", item, None)
+                return
+            if first != "start_map":
+                raise InputError(f"{self.name}: a JSON document that is not an array or an object")
+            doc_key: str | None = None
+            rest: dict[str, Any] = {}
+            streamed = False
+            for prefix, event, value in events:
+                if event == "end_map" and prefix == "":
+                    break
+                key = value  # a top-level map_key: the next event opens its value
+                _, vevent, vvalue = next(events)
+                if vevent == "start_array" and key in DOCUMENT_KEYS:
+                    streamed = True
+                    for i, item in _items(events):
+                        n += 1
+                        yield self._item(n, f"{key}[{i}]", item, doc_key)
+                elif vevent == "start_array" and key == "samples":
+                    streamed = True
+                    for s, sample in _items(events):
+                        for where, item, sample_key in _sample_messages(s, sample, self.label):
+                            n += 1
+                            yield self._item(n, where, item, sample_key)
+                elif vevent in _SCALARS:
+                    rest[key] = vvalue
+                    if (
+                        key in self.fields
+                        and doc_key is None
+                        and type(vvalue) in (str, int)
+                        and str(vvalue).strip()
+                    ):
+                        doc_key = str(vvalue).strip()
+                else:
+                    rest[key] = _build(vevent, vvalue, events)
+            if not streamed:
+                # An object with no message list: a single record written over several lines.
+                yield self._item(1, "", rest, None)
+        except ijson.JSONError as err:
+            # The document breaks off: what was streamed stays; the break is one dead letter.
+            detail = f"the document is not valid JSON after its {n} items read: {err}"
+            yield (
+                {"file": self.label, "line": n + 1, "item": "(rest of document)"},
+                Oversize(0, b"", "invalid_json", detail),
+                self._key(None),
+            )
+
+    def _item(
+        self, n: int, where: str, item: Any, doc_key: str | None
+    ) -> tuple[Source, bytes | Oversize, str]:
+        source: Source = {"file": self.label, "line": n, "item": where}
+        raw = orjson.dumps(item)
+        if self.max_bytes is not None and len(raw) > self.max_bytes:
+            return source, Oversize(len(raw), raw[:OVERSIZE_HEAD]), self._key(doc_key)
+        return source, raw, self._key(doc_key)
+
+
+class _Chained:
+    """`head` (already read to detect the file kind) followed by the rest of `stream`."""
+
+    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
+        self.head = head
+        self.stream = stream
+
+    def read(self, n: int = -1) -> bytes:
+        if n == 0:
+            return b""  # ijson probes the type of the stream with read(0)
+        if self.head:
+            out, self.head = self.head, b""
+            return out
+        return self.stream.read(n)
+
+
+def _is_document(head: bytes, whole: bool) -> bool:
+    """Whether a file is one JSON document rather than JSONL, from its first bytes.
+
+    `[` first: an array document. `{` first: JSONL when its first line is a complete JSON value
+    (a record), unless that line is the whole file and holds a message list; a first line that is
+    not complete JSON and breaks after a bracket or a comma (pretty-printed) is a document. A
+    first line longer than `head` is JSONL (a long record; the size limit applies)."""
+    body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+    text = body.lstrip()
+    if text[:1] == b"[":
+        return True
+    if text[:1] != b"{":
+        return False
+    nl = text.find(b"\n")
+    if nl < 0:
+        if not whole:
+            return False
+        first = text
+    else:
+        first = text[:nl]
+    try:
+        value = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        # Pretty-printed JSON breaks its first line after an opening bracket or a comma; a broken
+        # JSONL record (cut, not UTF-8...) does not: it stays a record, and a dead letter.
+        return nl >= 0 and first.rstrip().endswith((b"{", b"[", b",", b":"))
+    if text[nl + 1 :].strip() if nl >= 0 else False:
+        return False  # more lines follow a complete record: JSONL
+    return type(value) is dict and any(type(value.get(k)) is list for k in (*DOCUMENT_KEYS, "samples"))
+
+
+def _items(events: Iterator[tuple[str, str, Any]]) -> Iterator[tuple[int, Any]]:
+    """The items of the array whose start_array was just read, each built whole, one at a time."""
+    for i, (_, event, value) in enumerate(events):
+        if event == "end_array":
+            return
+        yield i, _build(event, value, events)
+
+
+def _build(event: str, value: Any, events: Iterator[tuple[str, str, Any]]) -> Any:
+    if event not in _OPEN:
+        return value
+    from ijson.common import ObjectBuilder  # noqa: PLC0415
+
+    builder = ObjectBuilder()
+    builder.event(event, value)
+    depth = 1
+    for _, ev, val in events:
+        builder.event(ev, val)
+        if ev in _OPEN:
+            depth += 1
+        elif ev in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                break
+    return builder.value
+
+
+def _sample_messages(s: int, sample: Any, label: str) -> Iterator[tuple[str, Any, str | None]]:
+    """An eval log sample (Inspect AI): its messages, in a conversation of its own."""
+    if type(sample) is not dict:
+        yield f"samples[{s}]", sample, None
+        return
+    sid = sample.get("id", s)
+    epoch = sample.get("epoch")
+    key = f"{label}#sample={sid}" + (f",epoch={epoch}" if epoch is not None else "")
+    messages = sample.get("messages")
+    if type(messages) is not list:
+        return
+    for i, m in enumerate(messages):
+        yield f"samples[{s}].messages[{i}]", m, key
 
 
 class OutputWriter:
@@ -101,13 +440,6 @@ class OutputWriter:
         by_kind = self._by_kind
         for rec in records:
             by_kind[rec["kind"]].write(dumps(rec) + b"\n")
-
-    def write_encoded(self, records: list[bytes]) -> None:
-        """Records already encoded (the compiled core's output): routed by their leading
-        `{"kind":"..."` field, which both engines always write first."""
-        by_kind = self._by_kind
-        for rec in records:
-            by_kind[rec[9 : rec.index(b'"', 9)].decode()].write(rec + b"\n")
 
     def close(self) -> None:
         """Complete the run: make the temporary files durable, then rename them into place."""

@@ -35,14 +35,23 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
+from stream_pairer.core.dedup import HistoryDedup
+from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import CALL, FormatError, Source
 from stream_pairer.core.vocab import Match, RecordKind
 
 SLOT_CALL: Final = 1
 SLOT_RESULT: Final = 2
 SLOT_DEAD: Final = 3
-SLOT_NAMES: Final = {SLOT_CALL: "call", SLOT_RESULT: "result", SLOT_DEAD: "dead letter"}
+# A repeated copy of an already-read call or result (re-sent history): not an event, so no output
+# may claim it. Its count starts at 1, so a claim shows as a double and silence as correct.
+SLOT_COPY: Final = 4
+SLOT_NAMES: Final = {
+    SLOT_CALL: "call",
+    SLOT_RESULT: "result",
+    SLOT_DEAD: "dead letter",
+    SLOT_COPY: "repeated copy",
+}
 
 # Problem categories. Loss, unexpected claims, mismatches and malformed outputs are always failures;
 # doubles only when exactly-once was promised (at-least-once may replay after a crash).
@@ -97,11 +106,16 @@ class Stream:
         if i > have:
             starts.extend([last] * (i - have))
         n = 0
+        copies: list[int] = []
         for slot_type, fp in slots:
+            if slot_type == SLOT_COPY:
+                copies.append(len(self.types))
             self.types.append(slot_type)
             self.prints.append(fp)
             n += 1
         self.counts.extend(bytes(n))
+        for slot in copies:
+            self.counts[slot] = 1
         starts.append(last + n)
 
     def locate(self, position: int, block: int) -> int:
@@ -204,6 +218,10 @@ class Auditor:
         self.streams: dict[StreamKey, Stream] = {}
         self._file_alias: dict[str, Stream | None] = {}
         self._sampled: Counter[str] = Counter()
+        # The same parse and the same history dedup as the run (pipeline.py), so a repeated copy
+        # is known not to be an event here too.
+        self._info = RecordInfo()
+        self.dedup = HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
 
     # ------------------------------------------------------------------ inputs
 
@@ -220,8 +238,10 @@ class Auditor:
         """Parse one input record exactly as the pairing did and register its events."""
         inputs = self.report.inputs
         inputs["records"] += 1
+        info = self._info
+        info.clear()
         try:
-            events = parse_record(raw, source, key=key, config=self.format_config)
+            events = parse_record(raw, source, key=key, config=self.format_config, info=info)
         except FormatError as err:
             inputs["unreadable"] += 1
             stream.add(position, ((SLOT_DEAD, fingerprint(err.reason)),))
@@ -232,13 +252,27 @@ class Auditor:
             return
         slots = []
         for ev in events:
-            if ev.type == CALL:
+            if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
+                inputs["repeated_copies"] += 1
+                slots.append((SLOT_COPY, 0))
+            elif ev.type == CALL:
                 inputs["calls"] += 1
                 slots.append((SLOT_CALL, fingerprint(ev.conversation_id, ev.id)))
             else:
                 inputs["results"] += 1
                 slots.append((SLOT_RESULT, fingerprint(ev.conversation_id, ev.id)))
         stream.add(position, slots)
+
+    def add_rejected(self, stream: Stream, position: int, reason: str) -> None:
+        """An input record the reader refused without parsing it (a line past the size limit)."""
+        self.report.inputs["records"] += 1
+        self.report.inputs["unreadable"] += 1
+        stream.add(position, ((SLOT_DEAD, fingerprint(reason)),))
+
+    @property
+    def session_id(self) -> str | None:
+        """The session id the last input record announced (Codex `session_meta`)."""
+        return self._info.session_id
 
     # ------------------------------------------------------------------ outputs
 

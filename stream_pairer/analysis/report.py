@@ -41,6 +41,7 @@ OTHER_TOOLS: Final = "(other)"
 UNKNOWN_TOOL: Final = "(unknown)"
 FORMATS: Final = ("table", "markdown", "csv", "json")
 _CALL_KINDS: Final = frozenset({RecordKind.PAIR, RecordKind.ORPHAN_CALL, RecordKind.ORPHAN_RESULT})
+OUTPUT_KINDS: Final = frozenset({*_CALL_KINDS, RecordKind.DEAD_LETTER})
 
 
 def parse_time(text: str) -> float:
@@ -92,12 +93,17 @@ class Report:
         self.tools: dict[str, _ToolRow] = {}
         self.totals: Counter[str] = Counter()
         self.outcomes: Counter[str] = Counter()
+        # Records of stream-pairer's output kinds, in or out of the window: none at all means the
+        # inputs were not an output of `pair` / `run` (e.g. the raw log was given by mistake).
+        self.output_records = 0
 
     def add(self, rec: Any) -> None:
         if not isinstance(rec, dict):
             self.totals["malformed_lines"] += 1
             return
         kind = rec.get("kind")
+        if kind in OUTPUT_KINDS:
+            self.output_records += 1
         if kind not in _CALL_KINDS:
             self.totals["dead_letters" if kind == RecordKind.DEAD_LETTER else "other_records"] += 1
             return

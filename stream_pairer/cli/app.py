@@ -39,7 +39,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "pair",
-        "pair tool calls with results in JSONL files (gzip ok, - for stdin): pairs, orphans, dead letters",
+        "pair tool calls with results in log files (JSONL or JSON documents, gzip ok; directories, "
+        "globs, - for stdin): pairs, orphans, dead letters",
         f"{_PKG}.pair",
     ),
     Command(

@@ -31,10 +31,12 @@ def add_option(
     type: Callable[[str], Any] = str,
     default: Any = None,
     help: str,
+    short: str | None = None,
     sensitive: bool = False,
     **kwargs: Any,
 ) -> None:
-    """Add `--option` whose default is read from its environment variable when set.
+    """Add `--option` (and its `short` alias) whose default is read from its environment variable
+    when set.
 
     `sensitive`: the environment value is never echoed (neither as the default `--help` shows nor
     in the error for an invalid value), because `--help` output and start-up errors end up in
@@ -57,38 +59,51 @@ def add_option(
         shown = f" (set from {env})"
     else:
         shown = "" if default is None else f" (default: {default})"
+    names = (short, option) if short else (option,)
     if kwargs.get("action") == "store_true":  # argparse's store_true takes no type
-        parser.add_argument(option, default=default, help=f"{help} [env {env}]", **kwargs)
+        parser.add_argument(*names, default=default, help=f"{help} [env {env}]", **kwargs)
         return
-    parser.add_argument(option, type=type, default=default, help=f"{help}{shown} [env {env}]", **kwargs)
+    parser.add_argument(*names, type=type, default=default, help=f"{help}{shown} [env {env}]", **kwargs)
+
+
+# Argument types. argparse names the function in its message when one raises ValueError
+# ("invalid positive_float value"), so each raises ArgumentTypeError with a sentence instead.
+
+
+def _number(value: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
 
 
 def positive_float(value: str) -> float:
-    f = float(value)
-    if f <= 0:
+    f = _number(value, float)
+    if not f > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return f
+    return float(f)
 
 
 def non_negative_float(value: str) -> float:
-    f = float(value)
-    if f < 0:
+    f = _number(value, float)
+    if not f >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return f
+    return float(f)
 
 
 def positive_int(value: str) -> int:
-    i = int(value)
+    i = _number(value, int)
     if i < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return i
+    return int(i)
 
 
 def non_negative_int(value: str) -> int:
-    i = int(value)
+    i = _number(value, int)
     if i < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return i
+    return int(i)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,7 +179,23 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-record-bytes",
         type=positive_int,
         default=DEFAULT_FORMAT_CONFIG.max_record_bytes,
-        help="a larger record is dead-lettered (too_large)",
+        help="a larger record is dead-lettered (too_large); a longer input line is never read whole",
+    )
+    add_option(
+        f,
+        "--max-history-ids",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_history_ids,
+        help="per conversation: call/result ids remembered to count history re-sent by wire logs and "
+        "OTel spans once (the oldest is forgotten past it; a later copy of a forgotten id is then "
+        "an orphan, superseded or duplicate_result)",
+    )
+    add_option(
+        f,
+        "--max-history-conversations",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_history_conversations,
+        help="conversations whose history ids are remembered (least recently used forgotten first)",
     )
     t = parser.add_argument_group("failure tagging")
     add_option(
@@ -176,17 +207,18 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         t,
         "--max-tool-calls",
-        type=positive_int,
+        type=non_negative_int,
         default=tagging.MAX_CALLS_PER_CONVERSATION,
-        help="calls per conversation before further calls are tagged termination",
+        help="calls per request (from a user prompt, or the format's turn marker, to the next); the "
+        "call that crosses it is tagged termination; 0 disables the cap",
     )
     add_option(
         t,
         "--max-conversation-seconds",
-        type=positive_float,
+        type=non_negative_float,
         default=tagging.MAX_CONVERSATION_MS / 1000,
-        help="seconds of the conversation's own event time (call timestamp minus the earliest call "
-        "timestamp seen in it) before further calls are tagged termination",
+        help="seconds of event time (record timestamps) from the start of a request (its prompt, else "
+        "its first call); the first call past it is tagged termination; 0 disables the cap",
     )
     add_option(
         t,
@@ -216,7 +248,12 @@ def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
         if args.conversation_field
         else DEFAULT_FORMAT_CONFIG.conversation_fields
     )
-    return FormatConfig(conversation_fields=fields, max_record_bytes=args.max_record_bytes)
+    return FormatConfig(
+        conversation_fields=fields,
+        max_record_bytes=args.max_record_bytes,
+        max_history_ids=args.max_history_ids,
+        max_history_conversations=args.max_history_conversations,
+    )
 
 
 def tagger_from_args(args: argparse.Namespace) -> Any:

@@ -108,6 +108,10 @@ class Tagger(Protocol):
 
     def on_call(self, call: ToolEvent, conv: Any) -> None: ...
 
+    def on_request(self, conv: Any, ts_ms: float | None) -> None: ...
+
+    def on_pending_request(self, conversation_id: str, ts_ms: float | None) -> None: ...
+
     def tag(self, record: Record, call: ToolEvent | None, result: ToolEvent | None) -> None: ...
 
 
@@ -204,6 +208,19 @@ class Engine:
             if timers and timers[0][0] <= ts:
                 self._fire_conversation(conv, ts, out)
         return out
+
+    def mark_request(self, conversation_id: str, ts_ms: float | None) -> None:
+        """A new request (agent turn) starts in this conversation: the tagger's loop caps count
+        calls and time from here. A conversation the engine does not hold yet (the prompt of its
+        first request) has no tagger state: the tagger keeps the start until its first call."""
+        tagger = self.tagger
+        if tagger is None:
+            return
+        conv = self._convs.get(conversation_id)
+        if conv is not None:
+            tagger.on_request(conv, ts_ms)
+        else:
+            tagger.on_pending_request(conversation_id, ts_ms)
 
     def advance(self, now_ms: float) -> list[Record]:
         """Move processing time P forward (the sidecar's wall-clock tick, never a record's time) and

@@ -14,8 +14,9 @@ parse, anything that becomes a dead letter) goes through the Python format layer
 by reason.
 
 Limits of this version:
-* failure tagging is not ported: `NativePipeline` is for runs without a tagger (`select_pipeline`
-  chooses the Python pipeline whenever tagging is on);
+* no `info`/`reject` for the file reader's session ids and oversize lines: the `pair` command
+  keeps the Python pipeline (wiring it in is the next step);
+* failure tagging is not ported: `NativePipeline` is for runs without a tagger;
 * the time model is engine.py's (issue 11: a clock per conversation, processing time through
   `advance`, id-less results held for the grace); checkpoint replay (`restore_clock`, replay mode)
   is not ported, as the sidecar does not use this pipeline.
@@ -33,13 +34,14 @@ from typing import Any
 import orjson
 
 from stream_pairer.core import engine
+from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import EngineConfig
-from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
+from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import FormatError, Source, dead_letter
 from stream_pairer.core.pipeline import Summary
 from stream_pairer.errors import NativeUnavailable
 
-__all__ = ["NativePipeline", "NativeUnavailable", "available", "choose_engine"]
+__all__ = ["NativePipeline", "NativeUnavailable", "available"]
 
 try:  # the compiled core is optional: a source install without Rust has only the Python engine
     from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
@@ -50,26 +52,6 @@ except ImportError:  # pragma: no cover - exercised by the fallback test through
 def available() -> bool:
     """Whether the compiled core was built and imports on this interpreter."""
     return _native is not None
-
-
-def choose_engine(requested: str, *, tagging: bool) -> str:
-    """ "python" or "native" for `--engine auto|python|native`. `auto` takes the compiled core only
-    where it can give the same records: built here, and failure tagging off (not ported yet).
-    Raises ValueError, with the fix in the message, when `native` is asked for and cannot run."""
-    if requested == "python":
-        return "python"
-    if requested == "native":
-        if _native is None:
-            raise ValueError(
-                "--engine native: the compiled core (stream_pairer._native) is not built in this "
-                "install; install with a Rust toolchain (README, Compiled core) or use --engine python"
-            )
-        if tagging:
-            raise ValueError("--engine native does not tag failure points yet: add --no-tagging")
-        return "native"
-    if requested == "auto":
-        return "native" if _native is not None and not tagging else "python"
-    raise ValueError(f"unknown engine {requested!r}: expected auto, python or native")
 
 
 class NativePipeline:
@@ -100,26 +82,37 @@ class NativePipeline:
         self.core.set_fallback(self._python_path)
         # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.
         self.feed: Callable[..., list[bytes]] = self.core.feed
-        self.skipped = 0
         self.dead_letters: Counter[str] = Counter()
+        # What only the Python path counts (the fast path's shapes never skip or repeat a record).
+        self._python_summary = Summary()
+        self.dedup = HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
+        self._info = RecordInfo()
 
     def _python_path(
         self, raw: bytes, source: Source, key: str | None, arrival_ms: float | None, src: bytes
     ) -> list[bytes]:
         """A record the fast path did not read: the Python format layer reads it, and its events
         go into the same compiled state as pre-encoded JSON fragments."""
+        info = self._info
+        info.clear()
         try:
-            events = parse_record(raw, source, key=key, config=self.format_config)
+            events = parse_record(raw, source, key=key, config=self.format_config, info=info)
         except FormatError as err:
             self.dead_letters[err.reason] += 1
             return [orjson.dumps(dead_letter(raw, err.reason, err.detail, source))]
+        summary = self._python_summary
         if not events:
-            self.skipped += 1
+            summary.skipped += 1
+            if info.skipped_type is not None:
+                summary.count_skipped_type(info.skipped_type)
             return []
         out: list[bytes] = []
         dumps = orjson.dumps
         process = self.core.process
         for ev in events:
+            if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
+                summary.duplicate_copies += 1  # re-sent history: counted once, as Pipeline does
+                continue
             out.extend(
                 process(
                     ev.is_call,
@@ -155,7 +148,9 @@ class NativePipeline:
     @property
     def summary(self) -> Summary:
         """The same Summary `Pipeline` keeps, assembled from the core's counters."""
-        s = Summary(records=self.core.records, skipped=self.skipped)
+        py = self._python_summary
+        s = Summary(records=self.core.records, skipped=py.skipped, duplicate_copies=py.duplicate_copies)
+        s.skipped_types.update(py.skipped_types)
         s.events.update(self.core.events)
         s.events_by_format.update(self.core.events_by_format)
         s.dead_letters.update(self.dead_letters)

@@ -11,13 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import Engine, Record
-from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig, parse_record
+from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import CALL, FormatError, Source, ToolEvent, dead_letter
 from stream_pairer.core.vocab import OrphanReason, RecordKind
 
 _PAIR: Final = RecordKind.PAIR.value
 _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
+
+# Distinct unknown record types counted by name in the summary; the rest are counted as "other".
+# Type values come from the input, so the set must be bounded (a producer writing a fresh type per
+# record would otherwise grow the summary without end).
+MAX_SKIPPED_TYPES = 32
+OTHER_TYPE = "other"
 
 
 @dataclass(slots=True)
@@ -26,6 +33,11 @@ class Summary:
 
     records: int = 0
     skipped: int = 0  # readable records that carry no tool events
+    # Of those, the records of a type no format knows, by type (bounded: MAX_SKIPPED_TYPES names).
+    skipped_types: Counter[str] = field(default_factory=Counter)
+    # Repeated copies of an already-read call or result (re-sent history of wire logs and OTel
+    # spans): not events, counted here and nowhere else.
+    duplicate_copies: int = 0
     events: Counter[str] = field(default_factory=Counter)  # by type
     events_by_format: Counter[str] = field(default_factory=Counter)
     pairs: Counter[str] = field(default_factory=Counter)  # by match (+ ":name"/":order" for fifo)
@@ -51,6 +63,12 @@ class Summary:
         if failure is not None:
             self.failures[failure] += 1
 
+    def count_skipped_type(self, t: str) -> None:
+        types = self.skipped_types
+        if t not in types and len(types) >= MAX_SKIPPED_TYPES:
+            t = OTHER_TYPE
+        types[t] += 1
+
     def accounted(self) -> dict[str, int]:
         """Input events vs output members: each pair holds two events, each orphan one."""
         paired = 2 * sum(self.pairs.values())
@@ -61,6 +79,8 @@ class Summary:
         return {
             "records": self.records,
             "skipped": self.skipped,
+            "skipped_types": dict(self.skipped_types),
+            "duplicate_copies": self.duplicate_copies,
             "events": dict(self.events),
             "events_by_format": dict(self.events_by_format),
             "pairs": dict(self.pairs),
@@ -73,32 +93,45 @@ class Summary:
 
 class PipelineObserver(Protocol):
     """Told what the pipeline did, as it does it: the sidecar wires `ops.metrics.Metrics` here (it has
-    these three methods), so the per-partition logic reports records read, skipped and evicted
-    without importing Prometheus and without diffing the summary's counters. Dead letters, pairs
+    these methods), so the per-partition logic reports records read, skipped (by unknown type),
+    history copies and evictions without importing Prometheus and without diffing the summary's
+    counters. Dead letters, pairs
     and orphans are output records: the caller counts those where it delivers them."""
 
     def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None: ...
 
-    def observe_skipped(self) -> None: ...
+    def observe_skipped(self, record_type: str | None = None) -> None: ...
+
+    def observe_history_copies(self, n: int) -> None: ...
 
     def observe_eviction(self, n: int, limit: str) -> None: ...
 
 
 class Pipeline:
-    """Parse -> pair -> count. Returns output records; the caller writes them wherever they go."""
+    """Parse -> count re-sent copies once -> pair -> count. Returns output records; the caller writes
+    them wherever they go."""
 
     def __init__(
         self,
         engine: Engine,
         format_config: FormatConfig = DEFAULT_CONFIG,
+        dedup: HistoryDedup | None = None,
         observer: PipelineObserver | None = None,
     ) -> None:
         self.engine = engine
         self.format_config = format_config
+        self.dedup = (
+            dedup
+            if dedup is not None
+            else HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
+        )
         self.summary = Summary()
         self.observer = observer
         if observer is not None:
             engine.on_evict = observer.observe_eviction
+        # What the last record said besides its events (its request starts, an unknown type, a
+        # session id): reused for every record, read by the file adapter after `feed`.
+        self.info = RecordInfo()
 
     def feed(
         self,
@@ -120,8 +153,10 @@ class Pipeline:
         summary = self.summary
         if replay_blocks is None:
             summary.records += 1
+        info = self.info
+        info.clear()
         try:
-            events = parse_record(raw, source, key=key, config=self.format_config)
+            events = parse_record(raw, source, key=key, config=self.format_config, info=info)
         except FormatError as err:
             # In replay mode only possible if the format options changed between runs: the held
             # events can no longer be read, and must still end somewhere.
@@ -131,26 +166,81 @@ class Pipeline:
         if replay_blocks is not None:
             return self._replay(events, replay_blocks, arrival_ms, replay_clocks)
         observer = self.observer
+        requests = info.requests
         if not events:
-            summary.skipped += 1
-            if observer is not None:
-                observer.observe_record_read(None, 0, 0)
-                observer.observe_skipped()
-            return []
+            return self._skipped(info)
         out: list[Record] = []
         process = self.engine.process
         by_type = summary.events
         by_format = summary.events_by_format
-        for ev in events:
+        dedup = self.dedup
+        copies = 0
+        admitted = events
+        for i, ev in enumerate(events):
+            if requests:
+                while requests and requests[0][0] <= i:
+                    _, conv, ts = requests.pop(0)
+                    self.engine.mark_request(conv, ts)
+            if ev.format in RESENT_FORMATS and not dedup.admit(ev):
+                if not copies:
+                    admitted = events[:i]
+                copies += 1
+                continue
+            if copies:
+                admitted.append(ev)
             by_type[ev.type] += 1
             by_format[ev.format] += 1
             out.extend(process(ev, arrival_ms))
+        for _, conv, ts in requests:  # a request start after the record's last event
+            self.engine.mark_request(conv, ts)
+        if copies:
+            summary.duplicate_copies += copies
         if observer is not None:
-            calls = sum(1 for ev in events if ev.type == CALL)
-            observer.observe_record_read(self._record_format(events), calls, len(events) - calls)
+            self._observe(observer, admitted, copies)
         for rec in out:
             summary.count_output(rec)
         return out
+
+    def reject(
+        self, head: bytes, size: int, source: Source, reason: str = "too_large", detail: str | None = None
+    ) -> list[Record]:
+        """A record the reader refused without reading it whole (a line past the size limit: only
+        its first bytes and its size are known) or could not cut out (a broken document)."""
+        self.summary.records += 1
+        self.summary.dead_letters[reason] += 1
+        if detail is None:
+            detail = (
+                f"the record is {size} bytes, more than the {self.format_config.max_record_bytes} "
+                "byte limit (not read into memory; raw holds its first bytes)"
+            )
+        rec = dead_letter(head, reason, detail, source)
+        if size > len(head):
+            rec["raw_bytes"] = size
+            rec["raw_truncated"] = True
+        return [rec]
+
+    def _skipped(self, info: RecordInfo) -> list[Record]:
+        """A readable record without events: counted (by type when no format knows its type), and
+        its request starts passed on."""
+        summary = self.summary
+        summary.skipped += 1
+        if info.skipped_type is not None:
+            summary.count_skipped_type(info.skipped_type)
+        if self.observer is not None:
+            self.observer.observe_record_read(None, 0, 0)
+            self.observer.observe_skipped(info.skipped_type)
+        for _, conv, ts in info.requests:
+            self.engine.mark_request(conv, ts)
+        return []
+
+    def _observe(self, observer: PipelineObserver, admitted: list[ToolEvent], copies: int) -> None:
+        if copies:
+            observer.observe_history_copies(copies)
+        if admitted:
+            calls = sum(1 for ev in admitted if ev.type == CALL)
+            observer.observe_record_read(self._record_format(admitted), calls, len(admitted) - calls)
+        else:
+            observer.observe_record_read(None, 0, 0)  # nothing but repeated copies
 
     def _replay(
         self,

@@ -14,7 +14,7 @@ where their vocabulary is defined.
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -53,6 +53,10 @@ MAX_CALLS_PER_CONVERSATION: Final = 12  # the article's loop brake: calls before
 MAX_CONVERSATION_MS: Final = 10 * 60_000.0  # and wall time from a conversation's first call
 MAX_HASHES_PER_CONVERSATION: Final = 256  # repeat-check memory per conversation
 MAX_HASHES_TOTAL: Final = 200_000  # and per engine (partition)
+# Request starts remembered for conversations the engine does not hold yet (a prompt comes before
+# the first call): the oldest is forgotten past it; its request's time then counts from its first
+# call instead of its prompt.
+MAX_PENDING_REQUESTS: Final = 10_000
 # JSON text results longer than this are not decoded to look for the canonical shape: a payload
 # that large is not empty, and decoding it on every result would dominate the tagging cost.
 MAX_DECODE_CHARS: Final = 256 * 1024
@@ -290,18 +294,28 @@ def input_rejection(v: Verdict) -> str | None:
     m = _PREFIX.match(head)
     rest = head[m.end() :] if m else head
     if _REJECTION.match(rest):
-        return _cut(f"input rejected: {_first_line(rest)}")
+        said = _first_line(rest)
+        # The text may itself start with "Input rejected: ...": not "input rejected: input rejected".
+        if said[:14].lower() == "input rejected":
+            said = said[14:].lstrip(" :-")
+        return _cut(f"input rejected: {said}" if said else "input rejected")
     return None
 
 
 class _ConvState:
-    """The tagger's per-conversation memory (kept in `Conversation.tags`, dropped with it)."""
+    """The tagger's per-conversation memory (kept in `Conversation.tags`, dropped with it).
 
-    __slots__ = ("calls", "first_ts_ms", "seen")
+    `calls` and `first_ts_ms` count from the start of the current request (reset by
+    `FailureTagger.on_request`); `calls_crossed` / `time_crossed` say whether this request already
+    crossed a cap (only the crossing call is tagged)."""
+
+    __slots__ = ("calls", "calls_crossed", "first_ts_ms", "seen", "time_crossed")
 
     def __init__(self) -> None:
         self.calls = 0
         self.first_ts_ms: float | None = None
+        self.calls_crossed = False
+        self.time_crossed = False
         # _call_key(tool, arguments) -> (label of the first such call, its id, times seen, serial).
         # Insertion-ordered: past the cap the oldest entry goes, so memory stays bounded. The
         # serial (the tagger's count of stored entries) tells the tagger's process-wide queue
@@ -315,8 +329,13 @@ class FailureTagger:
     """Sets `outcome`, `failure`, `failure_detail` and `failures` on every output record.
 
     `max_calls_per_conversation` and `max_conversation_ms` are the article's loop brakes (0
-    disables one); `max_hashes_per_conversation` bounds the memory of the repeat check (the oldest
-    remembered call is forgotten first, so a repeat further back than that is not seen).
+    disables one), counted per request as the article says ("한 요청에서", in one request): from
+    the start of each request (`on_request`: a user message that is not a tool result, or the
+    format's own turn marker; a format without one makes the whole conversation one request) to
+    the next. Only the call that crosses a cap is tagged `termination`; `crossings` counts them by
+    cap ("calls", "time"). The names keep the "conversation" of the options they come from.
+    `max_hashes_per_conversation` bounds the memory of the repeat check (the oldest remembered
+    call is forgotten first, so a repeat further back than that is not seen).
     `max_hashes_total` bounds the same memory across all conversations of one engine: 256 entries x
     100k conversations would otherwise grow to 25M entries (~4 GiB) long after held bytes stopped
     growing (BENCHMARKS.md part 4). Past it the oldest remembered call of any conversation is
@@ -328,9 +347,11 @@ class FailureTagger:
 
     __slots__ = (
         "_keys",
+        "_pending",
         "_serial",
         "_serials",
         "_states",
+        "crossings",
         "max_calls",
         "max_hashes",
         "max_ms",
@@ -369,6 +390,9 @@ class FailureTagger:
         self._keys: deque[int] = deque()
         self._serials: deque[int] = deque()
         self._serial = 0
+        self.crossings: Counter[str] = Counter()
+        # conversation id -> start time of a request announced before the conversation had state
+        self._pending: OrderedDict[str, float | None] = OrderedDict()
 
     def fresh(self) -> FailureTagger:
         """A tagger with the same settings and schema registry (compiled once, shared) and empty
@@ -388,10 +412,31 @@ class FailureTagger:
 
     # -- calls, in arrival order ------------------------------------------------------------
 
+    def on_request(self, conv: Any, ts_ms: float | None) -> None:
+        """A new request starts in `conv` at `ts_ms`: the loop caps count from here."""
+        state = conv.tags
+        if not isinstance(state, _ConvState):
+            state = conv.tags = _ConvState()
+        state.calls = 0
+        state.first_ts_ms = ts_ms
+        state.calls_crossed = state.time_crossed = False
+
+    def on_pending_request(self, conversation_id: str, ts_ms: float | None) -> None:
+        """A request starts in a conversation the engine holds no state for yet (its prompt comes
+        before its first call): remembered, bounded, until that first call creates the state."""
+        pending = self._pending
+        pending[conversation_id] = ts_ms
+        pending.move_to_end(conversation_id)
+        if len(pending) > MAX_PENDING_REQUESTS:
+            pending.popitem(last=False)
+
     def on_call(self, call: ToolEvent, conv: Any) -> None:
         state = conv.tags
         if not isinstance(state, _ConvState):
             state = conv.tags = _ConvState()
+            pending = self._pending
+            if pending and call.conversation_id in pending:
+                state.first_ts_ms = pending.pop(call.conversation_id)  # its request's prompt
         found: dict[str, str] = {}
         args, bad_json = _arguments(call)
         if bad_json is not None:
@@ -443,13 +488,17 @@ class FailureTagger:
             self._serials.append(serial)
             if len(self._keys) > self.max_total:
                 self._forget_oldest()
-        if detail is None and self.max_calls and n > self.max_calls:
-            detail = f"call {n} in this conversation, past the cap of {self.max_calls}"
-        if detail is None and self.max_ms and ts is not None and state.first_ts_ms is not None:
+        if self.max_calls and n > self.max_calls and not state.calls_crossed:
+            state.calls_crossed = True
+            self.crossings["calls"] += 1
+            detail = detail or f"call {n} in this request, past the cap of {self.max_calls}"
+        if self.max_ms and ts is not None and state.first_ts_ms is not None and not state.time_crossed:
             elapsed = ts - state.first_ts_ms
             if elapsed > self.max_ms:
-                detail = (
-                    f"call at +{elapsed / 1000:.1f} s after the conversation's first call, "
+                state.time_crossed = True
+                self.crossings["time"] += 1
+                detail = detail or (
+                    f"call at +{elapsed / 1000:.1f} s after the start of this request, "
                     f"past the {self.max_ms / 1000:g} s cap"
                 )
         return None if detail is None else _cut(detail)

@@ -60,6 +60,10 @@ UNKNOWN_TOOL: Final = "unknown"  # the record carried no tool name at all
 NONE_LABEL: Final = "none"  # a null field (fifo_by on an id match, no outcome)
 UNKNOWN_FORMAT: Final = "unknown"
 MAX_TOOL_NAME_CHARS: Final = 128
+# Distinct values of the `type` label of stream_pairer_records_unknown_type_total; the rest are
+# folded into OTHER (a producer writing a fresh type per record must not grow the series count).
+MAX_RECORD_TYPES: Final = 20
+OTHER: Final = "other"
 
 # Event-time latency of a tool call: from fast lookups to multi-minute jobs.
 TOOL_LATENCY_BUCKETS: Final = (
@@ -114,6 +118,19 @@ class Metrics:
         self.records_skipped = Counter(
             "stream_pairer_records_skipped",
             "Readable input records that held no tool call or tool result (plain chat messages).",
+            registry=r,
+        )
+        self.records_unknown_type = Counter(
+            "stream_pairer_records_unknown_type",
+            "Skipped input records of a type no format knows (a producer upgrade, a new line type), "
+            "by type: the first MAX_RECORD_TYPES types seen, the rest as 'other'.",
+            ["type"],
+            registry=r,
+        )
+        self.history_copies = Counter(
+            "stream_pairer_history_copies",
+            "Repeated copies of an already-read call or result in re-sent history (wire logs, OTel "
+            "spans): not events, so they produce no output.",
             registry=r,
         )
         # --- outputs ---
@@ -269,6 +286,7 @@ class Metrics:
         self._outcome_children: dict[tuple[str, str], Counter] = {}
         self._failure_children: dict[tuple[str, str], Counter] = {}
         self._lag_children: dict[tuple[str, int], Gauge] = {}
+        self._type_children: dict[str, Counter] = {}
 
     # ------------------------------------------------------------------ input
     def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None:
@@ -292,9 +310,28 @@ class Metrics:
         if n_results:
             children[2].inc(n_results)
 
-    def observe_skipped(self) -> None:
-        """A readable record with no tool events (it produces no output record, by design)."""
+    def observe_skipped(self, record_type: str | None = None) -> None:
+        """A readable record with no tool events (it produces no output record, by design);
+        `record_type` when it was skipped for being of a type no format knows."""
         self.records_skipped.inc()
+        if record_type is not None:
+            self.observe_unknown_type(record_type)
+
+    def observe_unknown_type(self, record_type: str) -> None:
+        """Count by type with a bounded label set: type values come from the input, so only the
+        first MAX_RECORD_TYPES distinct values get a series of their own."""
+        child = self._type_children.get(record_type)
+        if child is None:
+            if len(self._type_children) >= MAX_RECORD_TYPES:
+                record_type = OTHER
+                child = self._type_children.get(OTHER)
+            if child is None:
+                child = self._type_children[record_type] = self.records_unknown_type.labels(record_type)
+        child.inc()
+
+    def observe_history_copies(self, n: int) -> None:
+        if n:
+            self.history_copies.inc(n)
 
     # ----------------------------------------------------------------- output
     def observe_output(self, record: Mapping[str, Any]) -> None:

@@ -97,7 +97,10 @@ def test_example_match_types_and_reasons(tmp_path: Path) -> None:
     assert ("orphan_call", "end_of_input") in reasons
     assert ("orphan_call", "timeout") not in reasons
     dl = sorted(d["reason"] for d in outs["dead_letter"])
-    assert dl == ["invalid_json", "missing_conversation_id", "unknown_shape"]
+    assert dl == ["invalid_json", "unknown_shape"]
+    # line 32 names no conversation: in file mode it belongs to its file's conversation
+    (c3,) = [o for o in outs["orphans"] if o["event"]["id"] == "c-3"]
+    assert c3["conversation_id"] == str(EXAMPLE)
     # the resumed Claude Code session reuses toolu_01GrepAbc: paired inside each session
     grep_pairs = [p for p in outs["pairs"] if p["call"]["id"] == "toolu_01GrepAbc"]
     assert sorted(p["conversation_id"] for p in grep_pairs) == ["cc-7f3a", "cc-9b21"]

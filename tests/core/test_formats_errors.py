@@ -172,7 +172,6 @@ def test_not_an_object(raw: bytes, what: str) -> None:
         {"conversation_id": "c"},
         {"conversation_id": "c", "level": "info", "msg": "started"},
         {"conversation_id": "c", "content": "text but no role"},
-        {"conversation_id": "c", "type": "content_block_delta", "delta": {"type": "text_delta"}},
     ],
 )
 def test_unknown_shape(rec: dict[str, Any]) -> None:
@@ -181,6 +180,14 @@ def test_unknown_shape(rec: dict[str, Any]) -> None:
     assert "matches no supported format" in err.detail
     for k in rec:
         assert k in err.detail  # the keys that were seen are listed
+
+
+def test_anthropic_streaming_event_is_unknown_shape_not_an_unknown_type() -> None:
+    """A typed record is normally skipped as an unknown type, but a streamed message fragment
+    may hold a tool call's input: it is dead-lettered with a hint instead of vanishing."""
+    err = error({"conversation_id": "c", "type": "content_block_delta", "delta": {"type": "text_delta"}})
+    assert err.reason == "unknown_shape"
+    assert "Anthropic streaming event (content_block_delta)" in err.detail
 
 
 def test_unknown_shape_names_the_type_and_the_wrapper() -> None:
@@ -252,8 +259,8 @@ def test_conversation_id_wrong_type(value: Any, what: str) -> None:
             "tool_calls is an object, expected an array",
         ),
         (
-            {"conversation_id": "c", "role": "assistant", "tool_calls": [{"id": "c1", "function": "f"}]},
-            "tool_calls[0].function is a string, expected an object",
+            {"conversation_id": "c", "role": "assistant", "tool_calls": [{"id": "c1", "function": 7}]},
+            "tool_calls[0].function is an integer, expected an object",
         ),
         (
             {"conversation_id": "c", "role": "tool", "tool_call_id": 1.5, "content": "x"},

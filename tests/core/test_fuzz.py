@@ -359,7 +359,9 @@ def test_seeds_cover_every_format_and_pair_cleanly() -> None:
     formats: Counter[str] = Counter()
     for i, raw in enumerate(SEEDS):
         try:
-            events = parse_record(raw, {"file": "seed", "line": i + 1})
+            # With a key: Codex, gemini-cli and wire records name no conversation themselves (the
+            # file, or the Kafka key, does).
+            events = parse_record(raw, {"file": "seed", "line": i + 1}, key="seed")
         except FormatError:
             continue  # the samples include deliberately unreadable lines
         formats.update(ev.format for ev in events)

@@ -21,8 +21,11 @@ class Recorder:
     def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None:
         self.calls.append(("read", fmt, n_calls, n_results))
 
-    def observe_skipped(self) -> None:
-        self.calls.append(("skipped",))
+    def observe_skipped(self, record_type: str | None = None) -> None:
+        self.calls.append(("skipped", record_type))
+
+    def observe_history_copies(self, n: int) -> None:
+        self.calls.append(("copies", n))
 
     def observe_eviction(self, n: int, limit: str) -> None:
         self.calls.append(("evicted", n, limit))
@@ -43,7 +46,7 @@ def test_observer_hears_records_skips_and_evictions_as_they_happen() -> None:
     assert obs.calls == [
         ("read", "canonical", 1, 0),
         ("read", None, 0, 0),
-        ("skipped",),
+        ("skipped", None),
         ("evicted", 1, "calls_per_conversation"),
         ("read", "canonical", 1, 0),
     ]
@@ -71,3 +74,24 @@ def test_replay_mode_processes_only_held_blocks_and_counts_no_input_again() -> N
     # A record that no longer reads (format options changed between runs) still ends somewhere.
     (dead,) = pipe.feed(b"{not json", SRC, replay_blocks=frozenset({0}))
     assert dead["kind"] == "dead_letter" and pipe.summary.records == 0
+
+
+def test_observer_hears_unknown_types_and_history_copies() -> None:
+    obs = Recorder()
+    pipe = Pipeline(Engine(), observer=obs)
+    pipe.feed(orjson.dumps({"type": "custom-title", "sessionId": "s", "customTitle": "x"}), SRC)
+    use = {"type": "tool_use", "id": "u1", "name": "t", "input": {}}
+    exchange = {
+        "request": {"body": {"messages": []}},
+        "response": {"body": {"role": "assistant", "content": [use]}},
+    }
+    pipe.feed(orjson.dumps(exchange), SRC, key="c")
+    pipe.feed(orjson.dumps(exchange), SRC, key="c")  # the same response recorded twice: a copy
+    assert obs.calls == [
+        ("read", None, 0, 0),
+        ("skipped", "custom-title"),
+        ("read", "wire", 1, 0),
+        ("copies", 1),
+        ("read", None, 0, 0),
+    ]
+    assert pipe.summary.skipped_types == {"custom-title": 1} and pipe.summary.duplicate_copies == 1

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.model import CALL, RESULT, ToolEvent
 from stream_pairer.core.state import Conversation
 from stream_pairer.core.tagging import (
@@ -22,6 +23,7 @@ from stream_pairer.core.tagging import (
     ERROR,
     EXECUTION,
     MAX_DECODE_CHARS,
+    MAX_PENDING_REQUESTS,
     OK,
     POINTS,
     RESULT_INTERPRETATION,
@@ -352,6 +354,7 @@ def test_input_rejection_is_argument_construction_not_execution(content: Any, is
     assert rec["failure"] == ARGUMENT_CONSTRUCTION
     assert EXECUTION not in rec["failures"]
     assert rec["failure_detail"].startswith("input rejected")
+    assert "input rejected: input rejected" not in rec["failure_detail"].lower()
 
 
 @pytest.mark.parametrize(
@@ -526,12 +529,13 @@ def test_calls_without_ids_repeat_by_position() -> None:
 
 
 @pytest.mark.parametrize("cap", [1, 3, 12])
-def test_call_cap(cap: int) -> None:
+def test_call_cap_tags_only_the_crossing_call(cap: int) -> None:
     tagger = FailureTagger(max_calls_per_conversation=cap)
     calls = run_calls(tagger, [call("s", {"page": i}, f"id{i}") for i in range(cap + 3)])
     tagged = [i + 1 for i, c in enumerate(calls) if c.failure == TERMINATION]
-    assert tagged == list(range(cap + 1, cap + 4))  # the (cap+1)-th call and every one after it
-    assert calls[cap].failure_detail == f"call {cap + 1} in this conversation, past the cap of {cap}"
+    assert tagged == [cap + 1]  # the call that crosses the cap; later ones are not tagged again
+    assert calls[cap].failure_detail == f"call {cap + 1} in this request, past the cap of {cap}"
+    assert tagger.crossings == {"calls": 1}
 
 
 def test_default_cap_is_twelve() -> None:
@@ -540,19 +544,51 @@ def test_default_cap_is_twelve() -> None:
     assert calls[12].failure == TERMINATION
 
 
-def test_wall_time_cap_from_the_first_call() -> None:
+def test_call_cap_counts_per_request() -> None:
+    """The issue's case: 30 requests of 7 calls each under a cap of 12 cross nothing (counting
+    per conversation tagged 198 of those 210 calls); a request of 13 crosses once."""
+    tagger = FailureTagger(max_calls_per_conversation=12)
+    conv = Conversation("c1")
+    calls = []
+    for r in range(30):
+        tagger.on_request(conv, T0 + r * 60_000)
+        calls += run_calls(
+            tagger, [call("s", {"r": r, "i": i}, f"r{r}-{i}", ts=T0 + r * 60_000 + i) for i in range(7)], conv
+        )
+    assert [c for c in calls if c.failures] == []
+    tagger.on_request(conv, T0 + 31 * 60_000)
+    last = run_calls(tagger, [call("s", {"x": i}, f"x{i}", ts=T0 + 31 * 60_000 + i) for i in range(14)], conv)
+    assert [i for i, c in enumerate(last) if c.failure == TERMINATION] == [12]
+    assert tagger.crossings == {"calls": 1}
+
+
+def test_wall_time_cap_from_the_request_start() -> None:
     tagger = FailureTagger(max_conversation_ms=60_000)
+    conv = Conversation("c1")
+    tagger.on_request(conv, T0 - 30_000)  # the prompt, 30 s before the first call
     calls = run_calls(
         tagger,
         [
             call("s", {"p": 0}, "a", ts=T0),
-            call("s", {"p": 1}, "b", ts=T0 + 60_000),  # exactly at the cap: not past it
+            call("s", {"p": 1}, "b", ts=T0 + 30_000),  # exactly at the cap: not past it
             call("s", {"p": 2}, "c", ts=None),  # no time: cannot be judged
-            call("s", {"p": 3}, "d", ts=T0 + 60_001),
+            call("s", {"p": 3}, "d", ts=T0 + 30_001),
+            call("s", {"p": 4}, "e", ts=T0 + 90_000),  # past it too, but this request already crossed
         ],
+        conv,
     )
-    assert [c.failure for c in calls] == [None, None, None, TERMINATION]
-    assert calls[3].failure_detail == "call at +60.0 s after the conversation's first call, past the 60 s cap"
+    assert [c.failure for c in calls] == [None, None, None, TERMINATION, None]
+    assert calls[3].failure_detail == "call at +60.0 s after the start of this request, past the 60 s cap"
+    tagger.on_request(conv, T0 + 100_000)  # the next request starts the clock again
+    (f,) = run_calls(tagger, [call("s", {"p": 5}, "f", ts=T0 + 120_000)], conv)
+    assert f.failures == []
+    assert tagger.crossings == {"time": 1}
+
+
+def test_without_request_marks_time_counts_from_the_first_call() -> None:
+    tagger = FailureTagger(max_conversation_ms=60_000)
+    calls = run_calls(tagger, [call("s", {"p": 0}, "a", ts=T0), call("s", {"p": 1}, "b", ts=T0 + 60_001)])
+    assert [c.failure for c in calls] == [None, TERMINATION]
 
 
 def test_zero_disables_a_brake() -> None:
@@ -905,3 +941,25 @@ def test_total_bound_forgets_only_the_entry_it_remembers() -> None:
 def test_total_bound_must_be_positive() -> None:
     with pytest.raises(ValueError):
         FailureTagger(max_hashes_total=0)
+
+
+def test_time_of_the_first_request_counts_from_its_prompt_before_the_conversation_exists() -> None:
+    """The prompt of a conversation's first request comes before the engine holds the conversation:
+    the tagger keeps its time until the first call creates the state."""
+    tagger = FailureTagger(max_conversation_ms=60_000)
+    engine = Engine(EngineConfig(), tagger=tagger)
+    engine.mark_request("c1", T0)  # no conversation yet
+    engine.process(call("s", {"p": 0}, "a", ts=T0 + 30_000))
+    out = engine.process(call("s", {"p": 1}, "b", ts=T0 + 60_001))  # 60.001 s after the prompt
+    out += engine.flush("end_of_input")
+    tagged = [o["event"]["id"] for o in out if "termination" in o["failures"]]
+    assert tagged == ["b"]
+    assert tagger.crossings == {"time": 1}
+
+
+def test_pending_request_starts_are_bounded() -> None:
+    tagger = FailureTagger()
+    for i in range(MAX_PENDING_REQUESTS + 50):
+        tagger.on_pending_request(f"c{i}", float(i))
+    assert len(tagger._pending) == MAX_PENDING_REQUESTS
+    assert "c0" not in tagger._pending and f"c{MAX_PENDING_REQUESTS + 49}" in tagger._pending

@@ -129,7 +129,7 @@ def test_registry_names_match_what_the_service_exposes() -> None:
     """`metric_names` (used below) agrees with the real text exposition once every family has a child."""
     m = Metrics()
     m.observe_record_read("anthropic", 1, 1)
-    m.observe_skipped()
+    m.observe_skipped("turn_context")
     m.observe_output({"kind": "pair", "match": "id", "fifo_by": None, "tool": "t", "latency_ms": 5.0,
                       "outcome": "error", "failure": "execution"})  # fmt: skip
     m.observe_output({"kind": "orphan_call", "reason": "timeout", "tool": "t"})

@@ -19,6 +19,7 @@ from stream_pairer.core.formats import parse_record
 from stream_pairer.ops.metrics import (
     EVICTION_LIMITS,
     FAILURE_POINTS,
+    MAX_RECORD_TYPES,
     ORPHAN_KINDS,
     ORPHAN_REASONS,
     OUTCOMES,
@@ -383,3 +384,19 @@ def test_every_metric_is_documented_and_every_documented_metric_exists() -> None
     documented = _documented_rows()
     assert set(families) - documented == set(), "undocumented metrics"
     assert documented - set(families) == set(), "documented metrics the code does not export"
+
+
+def test_unknown_record_types_have_a_bounded_label_set() -> None:
+    m = Metrics()
+    for i in range(MAX_RECORD_TYPES + 5):
+        m.observe_skipped(f"type-{i}")
+    m.observe_skipped("type-0")
+    m.observe_skipped()  # a known record without events: not an unknown type
+    assert value(m, "stream_pairer_records_skipped_total") == MAX_RECORD_TYPES + 7
+    assert value(m, "stream_pairer_records_unknown_type_total", type="type-0") == 2
+    assert value(m, "stream_pairer_records_unknown_type_total", type="other") == 5
+    series = [
+        s for fam in m.registry.collect() if fam.name == "stream_pairer_records_unknown_type"
+        for s in fam.samples if s.name.endswith("_total")
+    ]  # fmt: skip
+    assert len(series) == MAX_RECORD_TYPES + 1

@@ -17,10 +17,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import orjson
 
-from stream_pairer.adapters.files import OUTPUT_FILES, read_lines
+from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, expand_inputs, read_lines
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
@@ -31,6 +32,7 @@ from stream_pairer.stream.partition import DEAD_LETTER_TOPIC, ORPHANS_TOPIC, PAI
 
 NAME = "audit"
 HELP = "check that every input event is in exactly one output record (files or Kafka topics)"
+PROGRESS_EVERY_S = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +89,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         parser,
+        "--max-history-ids",
+        type=positive_int,
+        default=DEFAULT_CONFIG.max_history_ids,
+        help="the run's per-conversation history id limit (wire logs, OTel)",
+    )
+    add_option(
+        parser,
+        "--max-history-conversations",
+        type=positive_int,
+        default=DEFAULT_CONFIG.max_history_conversations,
+        help="the run's history conversation limit (wire logs, OTel)",
+    )
+    add_option(
+        parser,
+        "--conversation-id",
+        help="the conversation id the run gave records without one (files mode; default: the file path)",
+    )
+    add_option(
+        parser,
         "--audit-timeout",
         type=positive_float,
         default=300.0,
@@ -100,7 +121,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fields = tuple(args.conversation_field) if args.conversation_field else DEFAULT_CONFIG.conversation_fields
-    config = FormatConfig(conversation_fields=fields, max_record_bytes=args.max_record_bytes)
+    config = FormatConfig(
+        conversation_fields=fields,
+        max_record_bytes=args.max_record_bytes,
+        max_history_ids=args.max_history_ids,
+        max_history_conversations=args.max_history_conversations,
+    )
     auditor = Auditor(config, exactly_once=args.exactly_once)
     started = time.monotonic()
     try:
@@ -118,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
                     outputs,
                     input_isolation=args.input_isolation,
                     timeout_s=args.audit_timeout,
+                    progress=None if args.quiet else sys.stderr,
                     security=security_from_args(args),
                 )
             )
@@ -126,7 +153,13 @@ def run(args: argparse.Namespace) -> int:
                 return _usage("give --input FILE... and --outputs DIR|FILE... (or --bootstrap-servers)")
             if "-" in args.input:
                 return _usage("stdin cannot be audited: the audit must re-read the input")
-            report = audit_files(auditor, args.input, [Path(o) for o in args.outputs])
+            report = audit_files(
+                auditor,
+                args.input,
+                [Path(o) for o in args.outputs],
+                conversation_id=args.conversation_id,
+                progress=None if args.quiet else sys.stderr,
+            )
     except (InputError, AuditReadError, SidecarError) as err:
         print(f"stream-pairer audit: {err}", file=sys.stderr)
         return 2
@@ -162,15 +195,71 @@ def _usage(msg: str) -> int:
 # ---------------------------------------------------------------------------------------------- files
 
 
-def audit_files(auditor: Auditor, inputs: list[str], outputs: list[Path]) -> AuditReport:
-    for name in inputs:
+def audit_files(
+    auditor: Auditor,
+    inputs: list[str],
+    outputs: list[Path],
+    *,
+    conversation_id: str | None = None,
+    progress: TextIO | None = None,
+) -> AuditReport:
+    """Inputs read exactly as `pair` read them (same files in the same order, same documents,
+    same conversation fallbacks), then every output line."""
+    config = auditor.format_config
+    tick = _AuditProgress(progress)
+    out_dir = next((o for o in outputs if o.is_dir()), None)  # as `pair` skipped it in a walk
+    for name in expand_inputs(inputs, skip_dir=out_dir):
         stream = auditor.add_stream(("file", name), name, 1)
-        for lineno, line in read_lines(name):
-            auditor.add_input(stream, lineno, line, {"file": name, "line": lineno})
+        records = FileRecords(
+            name,
+            max_bytes=config.max_record_bytes,
+            conversation_id=conversation_id,
+            conversation_fields=config.conversation_fields,
+        )
+        for source, raw, key in records:
+            if isinstance(raw, Oversize):
+                auditor.add_rejected(stream, source["line"], raw.reason)
+            else:
+                auditor.add_input(stream, source["line"], raw, source, key)
+                if auditor.session_id is not None and records.forced is None:
+                    records.set_session(auditor.session_id)
+            tick.tick("input records")
     for path in output_files(outputs):
         for lineno, line in read_lines(str(path)):
             auditor.add_output_line(line, f"{path}:{lineno}")
+            tick.tick("output records")
+    tick.done()
     return auditor.finish()
+
+
+class _AuditProgress:
+    """A progress line on stderr for long audits, at most every PROGRESS_EVERY_S seconds."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.started = time.monotonic()
+        self.next_at = self.started + PROGRESS_EVERY_S
+        self.n = 0
+        self.shown = False
+
+    def tick(self, what: str) -> None:
+        self.n += 1
+        if self.stream is None or self.n & 1023:
+            return
+        now = time.monotonic()
+        if now < self.next_at:
+            return
+        self.next_at = now + PROGRESS_EVERY_S
+        end = "\r" if self.stream.isatty() else "\n"
+        self.stream.write(
+            f"stream-pairer audit: {self.n:,} records read ({what}), {now - self.started:.0f} s{end}"
+        )
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.stream is not None and self.shown and self.stream.isatty():
+            self.stream.write("\n")
 
 
 def output_files(outputs: list[Path]) -> list[Path]:
@@ -200,24 +289,28 @@ async def audit_topics(
     *,
     input_isolation: str = "read_committed",
     timeout_s: float = 300.0,
+    progress: TextIO | None = None,
     security: KafkaSecurity = PLAINTEXT,
 ) -> AuditReport:
     """Read the input topics, then the output topics (read_committed: only what a transaction
     committed, as any downstream consumer sees it), each up to its end offsets taken at start."""
     deadline = time.monotonic() + timeout_s
     await probe(bootstrap, security)  # a TLS/SASL failure is named here, not "cannot reach Kafka"
+    tick = _AuditProgress(progress)
 
     def on_input(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         stream = auditor.streams[("kafka", topic, partition)]
         source = {"topic": topic, "partition": partition, "offset": offset}
         text_key = key.decode("utf-8", "replace") if key is not None else None
         auditor.add_input(stream, offset, value if value is not None else b"", source, text_key)
+        tick.tick("input records")
 
     def on_input_partition(topic: str, partition: int, begin: int, end: int) -> None:
         auditor.add_stream(("kafka", topic, partition), f"{topic}[{partition}]", begin, end)
 
     def on_output(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
         auditor.add_output_line(value or b"", f"{topic}[{partition}]@{offset}")
+        tick.tick("output records")
 
     await read_topics(
         bootstrap,
@@ -232,6 +325,10 @@ async def audit_topics(
     await read_topics(
         bootstrap, output_topics, "read_committed", on_output, deadline, required=False, security=security
     )
+    await read_topics(
+        bootstrap, output_topics, "read_committed", on_output, deadline, required=False, security=security
+    )
+    tick.done()
     return auditor.finish()
 
 

@@ -3,64 +3,84 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from stream_pairer.adapters.files import OutputWriter, check_inputs, check_output_dir, read_lines
+from stream_pairer.adapters.files import (
+    FileRecords,
+    OutputWriter,
+    Oversize,
+    check_inputs,
+    check_output_dir,
+    expand_inputs,
+)
 from stream_pairer.cli.options import (
     add_engine_arguments,
+    add_option,
     engine_config_from_args,
+    env_name,
     format_config_from_args,
     tagger_from_args,
 )
 from stream_pairer.core.engine import Engine
-from stream_pairer.core.native import NativePipeline, choose_engine
 from stream_pairer.core.pipeline import Pipeline, Summary
-from stream_pairer.core.vocab import OrphanReason
+from stream_pairer.core.vocab import OrphanReason, Record
 from stream_pairer.errors import InputError, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
-HELP = "pair tool calls with results in JSONL files (gzip ok, - for stdin): pairs, orphans, dead letters"
+HELP = (
+    "pair tool calls with results in log files (JSONL or JSON documents, gzip ok; directories, "
+    "globs, - for stdin): pairs, orphans, dead letters"
+)
 PROGRESS_EVERY_S = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL file (gzip ok) or - for stdin")
-    parser.add_argument("--out", "-o", required=True, type=Path, help="output directory")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress line, no summary table")
     parser.add_argument(
-        "--summary-json", type=Path, default=None, help="also write the summary as JSON to this file"
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="JSONL or JSON document file (gzip ok), a directory (walked recursively), a glob, "
+        "or - for stdin",
     )
-    parser.add_argument(
-        "--engine",
-        choices=["auto", "python", "native"],
-        default="auto",
-        help="pairing engine: the compiled core (native) or the Python one; auto takes the compiled "
-        "core when it is built and --no-tagging is given, else Python (same output records)",
+    add_option(
+        parser,
+        "--out",
+        short="-o",
+        type=Path,
+        required=os.environ.get(env_name("--out")) is None,
+        help="output directory",
     )
-    parser.add_argument(
-        "--no-tagging",
+    add_option(
+        parser,
+        "--quiet",
+        short="-q",
         action="store_true",
-        help="no failure-point tagging: records carry no outcome/failure fields",
+        default=False,
+        help="no progress line, no summary table",
+    )
+    add_option(parser, "--summary-json", type=Path, help="also write the summary as JSON to this file")
+    add_option(
+        parser,
+        "--conversation-id",
+        help="conversation id of the records that carry none (default: one conversation per input "
+        "file, named by its path; a Codex session_meta id or a document's own id refines it)",
     )
     add_engine_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
-    pipeline: Pipeline | NativePipeline
     try:
-        engine_config = engine_config_from_args(args)
+        tagger = tagger_from_args(args)
+        engine = Engine(engine_config_from_args(args), tagger=tagger)
         format_config = format_config_from_args(args)
-        if choose_engine(args.engine, tagging=not args.no_tagging) == "native":
-            pipeline = NativePipeline(engine_config, format_config)
-        else:
-            tagger = None if args.no_tagging else tagger_from_args(args)
-            pipeline = Pipeline(Engine(engine_config, tagger=tagger), format_config)
+        pipeline = Pipeline(engine, format_config)
     except (OSError, ValueError) as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2
@@ -68,55 +88,81 @@ def run(args: argparse.Namespace) -> int:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
     try:
-        check_output_dir(args.out, args.inputs)
-        check_inputs(args.inputs)  # all of them, before anything is written
+        inputs = expand_inputs(args.inputs, skip_dir=args.out)
+        check_output_dir(args.out, inputs)
+        check_inputs(inputs)  # all of them, before anything is written
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
-    progress = _Progress(None if args.quiet else sys.stderr, started, lambda: pipeline.summary)
+    progress = _Progress(None if args.quiet else sys.stderr, started)
     try:
-        with OutputWriter(args.out, args.inputs) as writer:
-            # Both engines take the same input; the compiled one returns records already encoded.
-            write: Callable[[Any], None] = (
-                writer.write_encoded if isinstance(pipeline, NativePipeline) else writer.write
-            )
-            feed = pipeline.feed
-            for name in args.inputs:
-                source_name = "<stdin>" if name == "-" else name
-                for lineno, line in read_lines(name):
-                    write(feed(line, {"file": source_name, "line": lineno}))
-                    progress.tick()
+        with OutputWriter(args.out, inputs) as writer:
+            for name in inputs:
+                records = FileRecords(
+                    name,
+                    max_bytes=format_config.max_record_bytes,
+                    conversation_id=args.conversation_id,
+                    conversation_fields=format_config.conversation_fields,
+                )
+                feed_file(pipeline, records, writer.write, progress.tick)
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
-            write(pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value))
+            writer.write(
+                pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
+            )
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
     progress.done()
     elapsed = time.monotonic() - started
+    crossings = dict(getattr(tagger, "crossings", {}))
     if args.summary_json is not None:
         import orjson  # noqa: PLC0415 - only needed for this option
 
-        body = pipeline.summary.as_dict() | {"seconds": round(elapsed, 3)}
+        body = pipeline.summary.as_dict() | {
+            "loop_cap_crossings": crossings,
+            "history_ids_forgotten": pipeline.dedup.forgotten,
+            "seconds": round(elapsed, 3),
+        }
         args.summary_json.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2))
     if not args.quiet:
-        print(render_summary(pipeline.summary, elapsed, args.out))
+        print(render_summary(pipeline.summary, elapsed, args.out, crossings))
     return 0
+
+
+def feed_file(
+    pipeline: Pipeline,
+    records: FileRecords,
+    write: Callable[[list[Record]], None],
+    tick: Callable[[Summary], None] | None = None,
+) -> None:
+    """Every record of one input file through the pipeline. A session id announced by a record
+    (Codex `session_meta`) becomes the conversation of the file's later records, unless
+    --conversation-id fixed it."""
+    info = pipeline.info
+    for source, raw, key in records:
+        if isinstance(raw, Oversize):
+            write(pipeline.reject(raw.head, raw.size, source, raw.reason, raw.detail))
+        else:
+            write(pipeline.feed(raw, source, key=key))
+            if info.session_id is not None and records.forced is None:
+                records.set_session(info.session_id)
+        if tick is not None:
+            tick(pipeline.summary)
 
 
 class _Progress:
     """A progress line on stderr for long inputs: only after the first PROGRESS_EVERY_S seconds."""
 
-    def __init__(self, stream: TextIO | None, started: float, summary: Callable[[], Summary]) -> None:
+    def __init__(self, stream: TextIO | None, started: float) -> None:
         self.stream = stream
-        self.summary = summary  # called only when a line is printed (the native one is assembled)
         self.started = started
         self.next_at = started + PROGRESS_EVERY_S
         self.shown = False
         self._n = 0
 
-    def tick(self) -> None:
+    def tick(self, summary: Summary) -> None:
         self._n += 1
         if self.stream is None or self._n & 1023:
             return
@@ -124,7 +170,6 @@ class _Progress:
         if now < self.next_at:
             return
         self.next_at = now + PROGRESS_EVERY_S
-        summary = self.summary()
         rate = summary.records / max(now - self.started, 1e-9)
         end = "\r" if self.stream.isatty() else "\n"
         self.stream.write(f"stream-pairer: {summary.records:,} records, {rate:,.0f}/s{end}")
@@ -136,13 +181,18 @@ class _Progress:
             self.stream.write("\n")
 
 
-def render_summary(s: Summary, elapsed: float, out: Path) -> str:
+def render_summary(s: Summary, elapsed: float, out: Path, crossings: dict[str, int] | None = None) -> str:
     rows: list[tuple[str, int | str]] = [
         ("records read", s.records),
         ("  skipped (no tool events)", s.skipped),
+    ]
+    rows += [(f"    unknown type {t}", n) for t, n in sorted(s.skipped_types.items())]
+    rows += [
         ("  dead letters", sum(s.dead_letters.values())),
         ("events read", sum(s.events.values())),
     ]
+    if s.duplicate_copies:
+        rows.append(("  repeated copies (not events)", s.duplicate_copies))
     rows += [(f"  {t}", n) for t, n in sorted(s.events.items())]
     rows += [(f"  format {f}", n) for f, n in sorted(s.events_by_format.items())]
     rows.append(("pairs", sum(s.pairs.values())))
@@ -157,6 +207,9 @@ def render_summary(s: Summary, elapsed: float, out: Path) -> str:
     if s.failures:
         rows.append(("failure points", sum(s.failures.values())))
         rows += [(f"  {f}", n) for f, n in sorted(s.failures.items())]
+    if crossings:
+        rows.append(("loop cap crossings", sum(crossings.values())))
+        rows += [(f"  {c}", n) for c, n in sorted(crossings.items())]
     acc = s.accounted()
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>10}" if value != "" else label for label, value in rows]

@@ -104,6 +104,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"stream-pairer report: {err}", file=sys.stderr)
         return 2
     data = report.data()
+    if report.output_records == 0 and (
+        data["totals"].get("other_records") or data["totals"].get("malformed_lines")
+    ):
+        print(
+            "stream-pairer report: the input holds no stream-pairer output record (no record has kind "
+            "pair, orphan_call, orphan_result or dead_letter): give the files that `stream-pairer pair` "
+            "wrote (pairs.jsonl, orphans.jsonl), not the raw log",
+            file=sys.stderr,
+        )
+        return 1
     for p in problems:
         print(f"stream-pairer report: skipped {p}", file=sys.stderr)
     if data["totals"]["malformed_lines"] > len(problems):

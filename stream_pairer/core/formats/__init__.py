@@ -5,40 +5,73 @@ specific first; no parser is ever tried "to see if it works". The shapes recogni
 
 1. `type` tells: canonical (`tool_call`/`tool_result`, also inside a wrapper), Claude Code
    lines (`assistant`/`user` with `message`; other line types such as `summary` carry no event),
-   OpenAI Responses items, an Anthropic API response (`type: "message"`).
+   OpenAI Responses items, an Anthropic API response (`type: "message"`), Codex rollout lines
+   (`{timestamp, type, payload}`), gemini-cli messages (`user` / `gemini` with `toolCalls`).
 2. `jsonrpc`: MCP.
-3. A wrapper: the message under `message`, the conversation id and ts beside it.
-4. Response envelopes: Responses `output: [items]`, Bedrock `output: {message}`, Chat Completions
+3. OTLP/JSON exports (`resourceSpans` / `resourceLogs`), HTTP wire exchanges (`request` +
+   `response`), a wrapper (the message under `message`, the conversation id and ts beside it).
+4. A readable record with a `type` no format knows and no message field: skipped, counted by
+   type (a SKIP marker); a gemini-cli session header: its session id (a SESSION marker).
+5. Response envelopes: Responses `output: [items]`, Bedrock `output: {message}`, Chat Completions
    `choices[].message`, Gemini `candidates[].content`.
-5. A bare message: Gemini `parts`, OpenAI `tool_calls` / `function_call` / role `tool` /
+6. A bare message: Gemini `parts`, OpenAI `tool_calls` / `function_call` / role `tool` /
    role `function`, or `content: [blocks]` (Anthropic blocks by `type`, Bedrock blocks by key).
+   A user message without tool results starts a request (a REQUEST marker, for the loop caps);
+   a message with a role and no content field is a `missing_field` dead letter.
 
 A readable record of a known shape without tool events returns []; anything else raises
-`FormatError` with a stable `reason` and a `detail` naming the offending field.
+`FormatError` with a stable `reason` and a `detail` naming the offending field. Markers (see
+`common.MARK_*`) never become events: `parse_record` reports them in the caller's `RecordInfo`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 
-from stream_pairer.core.formats import anthropic, canonical, gemini, mcp, openai
+from stream_pairer.core.formats import (
+    anthropic,
+    canonical,
+    codex,
+    gemini,
+    gemini_cli,
+    mcp,
+    openai,
+    otel,
+    wire,
+)
 from stream_pairer.core.formats.common import (
     DEFAULT_CONFIG,
     DEPTH_CHECK_MIN_BYTES,
+    MARK_REQUEST,
+    MARK_SCOPE,
+    MARK_SESSION,
+    MARK_SKIP,
+    MARKS,
     MAX_DEPTH,
+    REQUEST_PART,
     FormatConfig,
     Part,
     conversation_id,
     json_type,
+    mark,
+    missing,
     record_ts,
     too_deep,
     wrong_type,
 )
-from stream_pairer.core.model import FormatError, Source, ToolEvent
+from stream_pairer.core.model import CALL, RESULT, EventType, FormatError, Source, ToolEvent
 
-__all__ = ["DEFAULT_CONFIG", "FORMATS", "FormatConfig", "parse_record"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "FORMATS",
+    "RESENT_FORMATS",
+    "FormatConfig",
+    "RecordInfo",
+    "parse_record",
+]
 
 # Every value `ToolEvent.format` can take.
 FORMATS: Final = (
@@ -51,7 +84,15 @@ FORMATS: Final = (
     "bedrock",
     "gemini",
     "mcp",
+    "codex",
+    "gemini_cli",
+    "wire",
+    "otel",
 )
+# Formats whose records re-send history (every HTTP request repeats the conversation so far; every
+# chat span repeats its input messages): their events are counted once per id by the pipeline's
+# `HistoryDedup`, a repeated copy is not a new event.
+RESENT_FORMATS: Final = frozenset({"wire", "otel"})
 
 # Claude Code session lines (and `claude -p --output-format stream-json` lines) that are not
 # conversation turns: they are known, and carry no tool event.
@@ -59,12 +100,51 @@ CLAUDE_CODE_QUIET: Final = frozenset(
     {"summary", "system", "file-history-snapshot", "queue-operation", "progress", "result"}
 )
 _BOM: Final = b"\xef\xbb\xbf"
+# Server-sent events of a streamed Anthropic response: fragments of a message, not records; they
+# are dead-lettered with a hint rather than skipped as an unknown type (a call would vanish).
+ANTHROPIC_STREAM_EVENTS: Final = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    }
+)
+
+
+@dataclass(slots=True)
+class RecordInfo:
+    """What a record says besides its events, filled by `parse_record` when the caller passes one
+    (reset it between records with `clear`).
+
+    `requests`: (index of the first event after it, conversation id, event time) for each request
+    start in the record; the pipeline tells the tagger before that event (the loop caps count per
+    request). `skipped_type`: the `type` of a readable record of a type no format knows.
+    `session_id`: the session the rest of the file belongs to (Codex `session_meta`)."""
+
+    requests: list[tuple[int, str, float | None]] = field(default_factory=list)
+    skipped_type: str | None = None
+    session_id: str | None = None
+
+    def clear(self) -> None:
+        if self.requests:
+            self.requests.clear()
+        self.skipped_type = None
+        self.session_id = None
 
 
 def parse_record(
-    raw: bytes, source: Source, *, key: str | None = None, config: FormatConfig = DEFAULT_CONFIG
+    raw: bytes,
+    source: Source,
+    *,
+    key: str | None = None,
+    config: FormatConfig = DEFAULT_CONFIG,
+    info: RecordInfo | None = None,
 ) -> list[ToolEvent]:
-    """Normalize one input record. `key` is the Kafka message key, the conversation id fallback."""
+    """Normalize one input record. `key` is the Kafka message key (in file mode: the file's
+    conversation id), the conversation id fallback. `info` receives the record's markers."""
     n = len(raw)
     if n > config.max_record_bytes:
         raise FormatError(
@@ -79,21 +159,98 @@ def parse_record(
     parts = _dispatch(record, "", True)
     if not parts:
         return []
+    if parts[0][0] in MARKS:
+        return _marked(parts, record, n, source, key, config, info)
     if n > DEPTH_CHECK_MIN_BYTES and raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
         _check_depth(parts)
     conv = conversation_id(record, config, key)
+    ts = _record_time(record)
+    size = n // len(parts) or 1
+    # Positional arguments: 40% cheaper than keywords for this 12-field dataclass, on the hottest
+    # line of the service. The order is ToolEvent's field order (pinned by a test).
+    return [
+        ToolEvent(t, conv, event_id, name, payload, ts, fmt, source, i, is_error, block, size)  # type: ignore[arg-type]
+        for i, (t, event_id, name, payload, is_error, block, fmt) in enumerate(parts)
+    ]
+
+
+def _record_time(record: dict[str, Any]) -> float | None:
     ts = record_ts(record, "")
     if ts is None:
         inner = record.get("message")
         if type(inner) is dict:
             ts = record_ts(inner, "message.")
-    size = n // len(parts) or 1
-    # Positional arguments: 40% cheaper than keywords for this 12-field dataclass, on the hottest
-    # line of the service. The order is ToolEvent's field order (pinned by a test).
-    return [
-        ToolEvent(t, conv, event_id, name, payload, ts, fmt, source, i, is_error, block, size)
-        for i, (t, event_id, name, payload, is_error, block, fmt) in enumerate(parts)
-    ]
+        else:
+            inner = record.get("request")  # a wire exchange: the time the request was sent
+            if type(inner) is dict:
+                ts = record_ts(inner, "request.")
+    return ts
+
+
+def _marked(  # noqa: PLR0917 - parse_record's own arguments, passed on
+    parts: list[Part],
+    record: dict[str, Any],
+    n: int,
+    source: Source,
+    key: str | None,
+    config: FormatConfig,
+    info: RecordInfo | None,
+) -> list[ToolEvent]:
+    """The slow path of `parse_record`, for records whose parts hold markers (see MARK_*)."""
+    kept = [p for p in parts if p[0] not in MARKS]
+    if kept and n > DEPTH_CHECK_MIN_BYTES:  # the slow path: no bracket-count pre-filter
+        _check_depth(kept)
+    size = n // len(kept) if kept else 0
+    record_conv: str | None = None
+    rts = _record_time(record)
+    scope_conv: str | None = None
+    scope_ts: float | None = None
+    events: list[ToolEvent] = []
+    for p in parts:
+        kind = p[0]
+        if kind in MARKS:
+            if kind == MARK_SCOPE:
+                scope_conv, scope_ts = p[1], p[3]
+            elif info is None:
+                continue
+            elif kind == MARK_REQUEST:
+                conv = scope_conv
+                if conv is None:
+                    try:
+                        conv = record_conv or conversation_id(record, config, key)
+                    except FormatError:
+                        continue  # a prompt with no conversation: nothing to reset
+                info.requests.append((len(events), conv, scope_ts if scope_ts is not None else rts))
+            elif kind == MARK_SKIP:
+                info.skipped_type = p[1]
+            elif kind == MARK_SESSION:
+                info.session_id = p[1]
+            continue
+        conv = scope_conv
+        if conv is None:
+            if record_conv is None:
+                record_conv = conversation_id(record, config, key)
+            conv = record_conv
+        ts = scope_ts if scope_ts is not None else rts
+        t, event_id, name, payload, is_error, block, fmt = p
+        event_type: EventType = CALL if t == CALL else RESULT
+        events.append(
+            ToolEvent(
+                event_type,
+                conv,
+                event_id,
+                name,
+                payload,
+                ts,
+                fmt,
+                source,
+                len(events),
+                is_error,
+                block,
+                size or 1,
+            )
+        )
+    return events
 
 
 def _check_depth(parts: list[Part]) -> None:
@@ -150,19 +307,43 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
             if t in {"assistant", "user"}:
                 m = d.get("message")
                 if type(m) is dict:
-                    return _message(m, "message.", "claude_code")
+                    found = _message(m, "message.", "claude_code")
+                    if found and found[0] is REQUEST_PART and d.get("isSidechain") is True:
+                        # A subagent's prompt (Task tool) runs inside the parent's request, in the
+                        # same session: it must not restart the parent's loop caps.
+                        return []
+                    return found
                 if m is not None:
                     raise wrong_type(m, "", None, "message", "an object")
             elif t in CLAUDE_CODE_QUIET and type(d.get("message")) is not dict:
                 return []
+            if t in codex.TYPES and "payload" in d:
+                return codex.parse(d, t, _message)
+            if t in gemini_cli.TYPES and "message" not in d:
+                return gemini_cli.parse(d, t)
         if t in openai.RESPONSES_QUIET_ITEMS:
             return []
     if "jsonrpc" in d:
         return mcp.parse(d, prefix)
     if top:
+        if "resourceSpans" in d or "resourceLogs" in d:
+            return otel.parse(d)
+        request = d.get("request")
+        if request is not None and "response" in d:
+            return wire.parse(d, request, _message, _dispatch)
         m = d.get("message")
         if type(m) is dict:
             return _dispatch(m, "message.", False)
+        if type(t) is str and not (_MESSAGE_KEYS & d.keys()):
+            if t in ANTHROPIC_STREAM_EVENTS:
+                raise FormatError(
+                    "unknown_shape",
+                    f"an Anthropic streaming event ({t}): tool input arrives in fragments; log the "
+                    "assembled message instead",
+                )
+            return [mark(MARK_SKIP, t)]  # a readable record of a type no format knows
+        if gemini_cli.is_header(d):
+            return [mark(MARK_SESSION, gemini_cli.session_of(d))]
     output = d.get("output")
     if output is not None:
         if type(output) is list:
@@ -183,9 +364,13 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
 
 def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part]:
     """A single chat message of any provider. `anthropic_format` names the Anthropic-style blocks
-    (`anthropic`, or `claude_code` inside a Claude Code session line)."""
+    (`anthropic`, or `claude_code` inside a Claude Code session line). A user message without a
+    tool result starts a request (a REQUEST marker: the loop caps count from it)."""
     if "parts" in m:
-        return gemini.parts(m, prefix)
+        found = gemini.parts(m, prefix)
+        if not found and m.get("role") == "user":
+            return [REQUEST_PART]
+        return found
     tool_calls = m.get("tool_calls")
     if tool_calls is not None:
         return openai.chat_calls(tool_calls, prefix)
@@ -199,12 +384,34 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
         return openai.legacy_result(m, prefix)
     content = m.get("content")
     if type(content) is list:
-        return anthropic.blocks(content, f"{prefix}content", anthropic_format)
+        found = anthropic.blocks(content, f"{prefix}content", anthropic_format)
+        if not found and role == "user":
+            return [REQUEST_PART]
+        return found
     if role is None:
         raise FormatError("unknown_shape", _unknown_detail(m, prefix))
-    if content is None or type(content) is str:
-        return []  # a plain text turn (system, user prompt, assistant answer)
+    if content is None:
+        if "content" not in m:
+            # A message with a role and no content at all: a misspelled field (`contents`,
+            # `text`) must not vanish as a plain turn would.
+            raise missing(prefix, None, "content", _content_hint(m))
+        return []
+    if type(content) is str:
+        return [REQUEST_PART] if role == "user" else []  # a plain text turn
     raise wrong_type(content, prefix, None, "content", "a string or an array of content blocks")
+
+
+_MESSAGE_KEYS: Final = frozenset(
+    {"role", "content", "parts", "tool_calls", "function_call", "output", "choices", "candidates"}
+)
+
+
+def _content_hint(m: dict[str, Any]) -> str:
+    others = sorted(str(k) for k in m if k != "role")[:8]
+    return (
+        f"a message with role {str(m.get('role'))[:40]!r} needs content, tool_calls or parts "
+        f"(its other keys: [{', '.join(others)}])"
+    )
 
 
 def _choices(choices: object, prefix: str) -> list[Part]:

@@ -18,13 +18,41 @@ from stream_pairer.core.model import CALL, RESULT, EventType, FormatError
 
 # One event as a parser sees it, before the record-level fields (conversation id, ts, source,
 # block, size) are known: (type, id, name, payload, is_error, raw block, format name).
-Part = tuple[EventType, str | None, str | None, Any, bool | None, Any, str]
+# A part whose type is one of the MARK_* kinds below is not an event but a note to
+# `parse_record` (see `mark`); parsers put one first in the list when they return any.
+Part = tuple[EventType | str, str | None, str | None, Any, bool | None, Any, str]
+
+# Marker kinds. REQUEST: a new request (agent turn) starts here, in the current conversation;
+# the loop caps of the tagger count from it. SKIP: a readable record of a type the format layer
+# does not know (its name in the id slot), skipped and counted by type rather than
+# dead-lettered. SESSION: the record names the session id (id slot) that the rest of its file
+# belongs to (Codex `session_meta`, a gemini-cli header). SCOPE: the following parts belong to
+# the conversation in the id slot (None: the record's own), at the time in the payload slot (None:
+# the record's) - for records that hold several conversations (OTLP exports).
+MARK_REQUEST: Final = "request"
+MARK_SKIP: Final = "skip"
+MARK_SESSION: Final = "session"
+MARK_SCOPE: Final = "scope"
+MARKS: Final = frozenset({MARK_REQUEST, MARK_SKIP, MARK_SESSION, MARK_SCOPE})
+REQUEST_PART: Final[Part] = (MARK_REQUEST, None, None, None, None, None, "")
+
+
+def mark(kind: str, value: str | None = None, ts_ms: float | None = None) -> Part:
+    """A marker part (see MARK_*); `value` is the type, session id or conversation id."""
+    return (kind, value, None, ts_ms, None, None, "")
+
 
 __all__ = [
     "CALL",
     "DEFAULT_CONFIG",
     "DEPTH_CHECK_MIN_BYTES",
+    "MARKS",
+    "MARK_REQUEST",
+    "MARK_SCOPE",
+    "MARK_SESSION",
+    "MARK_SKIP",
     "MAX_DEPTH",
+    "REQUEST_PART",
     "RESULT",
     "FormatConfig",
     "FormatError",
@@ -35,6 +63,7 @@ __all__ = [
     "conversation_id",
     "decode_arguments",
     "json_type",
+    "mark",
     "missing",
     "record_ts",
     "too_deep",
@@ -62,6 +91,11 @@ class FormatConfig:
         "metadata.conversation_id",
     )
     max_record_bytes: int = 1_048_576
+    # Ids remembered per conversation to count re-sent history once (wire logs, OTel spans; see
+    # core/dedup.py): past it the oldest is forgotten, and a later copy of it becomes an orphan.
+    max_history_ids: int = 10_000
+    # Conversations whose ids are remembered for that (least recently used forgotten first).
+    max_history_conversations: int = 10_000
 
 
 DEFAULT_CONFIG: Final = FormatConfig()

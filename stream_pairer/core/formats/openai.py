@@ -57,6 +57,20 @@ def chat_calls(tool_calls: object, prefix: str) -> list[Part]:
         if type(tc) is not dict:
             raise wrong_type(tc, tp, i, None, "a tool call object")
         fn = tc.get("function")
+        if type(fn) is str:
+            # Inspect AI's ToolCall: `{id, function: "name", arguments: {...}}` (already decoded).
+            out.append(
+                (
+                    CALL,
+                    as_id(tc.get("id"), tp, i, "id"),
+                    as_name(fn, tp, i, "function", True),
+                    decode_arguments(tc.get("arguments")),
+                    None,
+                    tc,
+                    "openai_chat",
+                )
+            )
+            continue
         if fn is not None:
             name_field = "function.name"
             args = fn.get("arguments") if type(fn) is dict else None
@@ -83,13 +97,20 @@ def chat_calls(tool_calls: object, prefix: str) -> list[Part]:
 
 
 def chat_result(m: dict[str, Any], prefix: str) -> list[Part]:
+    """A `role: "tool"` message. Inspect AI's ChatMessageTool adds `function` (the tool name,
+    when `name` is absent) and `error: {type, message}` when the tool failed: an error outcome."""
+    name_field = "name"
+    name = m.get("name")
+    if name is None and "function" in m:
+        name, name_field = m.get("function"), "function"
+    error = m.get("error")
     return [
         (
             RESULT,
             as_id(m.get("tool_call_id"), prefix, None, "tool_call_id"),
-            as_name(m.get("name"), prefix, None, "name", False),
+            as_name(name, prefix, None, name_field, False),
             m.get("content"),
-            None,
+            True if error is not None and error is not False else None,
             m,
             "openai_chat",
         )
