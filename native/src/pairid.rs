@@ -9,19 +9,17 @@ use crate::scan;
 pub fn pair_id(conversation_id: &str, call: &Event) -> String {
     let mut h = Blake2bVar::new(12).expect("12 is a valid blake2b digest size");
     h.update(conversation_id.as_bytes());
-    match &call.id {
-        Some(id) => {
-            h.update(b"\x1fid\x1f");
-            h.update(id.as_bytes());
-        }
-        None => {
-            h.update(b"\x1fsrc\x1f");
-            let mut sorted = Vec::with_capacity(call.source.len());
-            sort_keys(&call.source, 0, &mut sorted);
-            h.update(&sorted);
-            h.update(format!("\x1f{}", call.block).as_bytes());
-        }
+    // The call's lineage is hashed even when it has an id: ids are reused inside a conversation
+    // (engine.pair_id says why), and two real pairs must never share a key.
+    if let Some(id) = &call.id {
+        h.update(b"\x1fid\x1f");
+        h.update(id.as_bytes());
     }
+    h.update(b"\x1fsrc\x1f");
+    let mut sorted = Vec::with_capacity(call.source.len());
+    sort_keys(&call.source, 0, &mut sorted);
+    h.update(&sorted);
+    h.update(format!("\x1f{}", call.block).as_bytes());
     let mut d = [0u8; 12];
     h.finalize_variable(&mut d).expect("digest size");
     const HEX: &[u8; 16] = b"0123456789abcdef";
