@@ -157,9 +157,7 @@ def pair_id(conversation_id: str, call: ToolEvent) -> str:
         else f"{conversation_id}\x1fid\x1f{call.id}\x1fsrc\x1f"
     )
     ident = (
-        head.encode()
-        + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS)
-        + f"\x1f{call.block}".encode()
+        head.encode() + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS) + f"\x1f{call.block}".encode()
     )
     return hashlib.blake2b(ident, digest_size=12).hexdigest()
 
