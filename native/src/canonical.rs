@@ -243,9 +243,11 @@ pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> R
     }
     let conversation_id = conversation_id(raw, &m, cfg, key)?;
     let ts_ms = record_ts(raw, &m)?;
-    let id_mem = match get(&m, b"id") {
+    // On a result `call_id` wins over `id` (canonical.py says why); on a call `id` wins.
+    let (first, second): (&[u8], &[u8]) = if is_call { (b"id", b"call_id") } else { (b"call_id", b"id") };
+    let id_mem = match get(&m, first) {
         Some(x) if raw[x.start] != b'n' => Some(x),
-        _ => get(&m, b"call_id"),
+        _ => get(&m, second),
     };
     let id = as_id(scalar(raw, id_mem))?;
     let name = as_name(scalar(raw, get(&m, b"name")), is_call)?;

@@ -422,3 +422,18 @@ def test_time_model_scenarios_match() -> None:
         ("orphan_result", "no_call"),  # the tick, oldest processing deadline first: grace 10 s
         ("orphan_call", "timeout"),  # b: timeout 60 s of processing time
     ]
+
+
+def test_canonical_result_with_id_and_call_id_reads_alike() -> None:
+    """On a result `call_id` wins over `id` in both cores (canonical.py)."""
+    nat = native.NativePipeline()
+    py = Pipeline(Engine())
+    lines = [
+        b'{"conversation_id":"c","type":"tool_call","id":"k2","name":"t","arguments":{}}',
+        b'{"conversation_id":"c","type":"tool_result","id":"evt-99","call_id":"k2","content":"x"}',
+    ]
+    for n, raw in enumerate(lines):
+        got = nat.feed(raw, {"line": n})
+        assert got == [orjson.dumps(r) for r in py.feed(raw, {"line": n})]
+    assert nat.fallthrough == {}
+    assert b'"match":"id"' in got[0]
