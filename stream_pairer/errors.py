@@ -42,6 +42,11 @@ class ToolSchemaError(StreamPairerError, ValueError):
     """A tool definition file that cannot be used. The message names the file and the tool."""
 
 
+class NativeUnavailable(StreamPairerError, RuntimeError):
+    """The compiled core (`stream_pairer._native`) was asked for where it is not built (an install
+    without a Rust toolchain); the Python engine serves the same records."""
+
+
 class InputError(StreamPairerError):
     """An input file that cannot be opened or read: the one case where the job exits non-zero."""
 

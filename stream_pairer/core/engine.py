@@ -146,16 +146,19 @@ class EngineConfig:
 
 
 def pair_id(conversation_id: str, call: ToolEvent) -> str:
-    """Deterministic from conversation + call identity: the same input always gives the same id, so a
-    replayed or reprocessed pair can be deduplicated downstream by this key."""
-    if call.id is not None:
-        ident = f"{conversation_id}\x1fid\x1f{call.id}".encode()
-    else:
-        ident = (
-            f"{conversation_id}\x1fsrc\x1f".encode()
-            + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS)
-            + f"\x1f{call.block}".encode()
-        )
+    """Deterministic from conversation + call identity + where the call was read: the same input
+    always gives the same id, so a replayed or reprocessed pair can be deduplicated downstream by
+    this key. The call's lineage (source, block) is part of it even when the call has an id:
+    ids are reused inside one conversation (JSON-RPC ids restart per connection, a resumed session
+    re-sends them), and two real pairs with one key would make a downstream dedup drop one."""
+    head = (
+        f"{conversation_id}\x1fsrc\x1f"
+        if call.id is None
+        else f"{conversation_id}\x1fid\x1f{call.id}\x1fsrc\x1f"
+    )
+    ident = (
+        head.encode() + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS) + f"\x1f{call.block}".encode()
+    )
     return hashlib.blake2b(ident, digest_size=12).hexdigest()
 
 
