@@ -12,9 +12,9 @@ ENGINE_RECORDS ?= 300000
 SOAK_SECONDS ?= 600
 LATENCY_SECONDS ?= 60
 
-.PHONY: bench bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak
+.PHONY: bench bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native
 
-bench: bench-deps bench-engine bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak
+bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak
 
 bench-deps:
 	$(PYTHON) -m pip install -q -e '.[dev,bench]'
@@ -24,6 +24,13 @@ bench-deps:
 # Part 1 (+ part 4's 1M-conversation memory figure): engine alone at 1k, 100k, 1M open conversations.
 bench-engine:
 	$(PYTHON) bench/engine_bench.py --records $(ENGINE_RECORDS) --repeat $(REPEAT)
+
+# Issue 15: the compiled core against the Python pipeline and an orjson round trip (CPU per record,
+# ratio), at 1k and 100k open conversations with all three, at 1M without the Python pipeline (its
+# state at 1M takes ~6 GiB beside the compiled core's).
+bench-native:
+	$(PYTHON) bench/native_bench.py --conversations 1000 100000 --records $(ENGINE_RECORDS) --repeat $(REPEAT)
+	$(PYTHON) bench/native_bench.py --conversations 1000000 --records $(ENGINE_RECORDS) --repeat $(REPEAT) --variants orjson native
 
 # Where the engine's time goes: stage costs and a pyinstrument tree (bench/results/engine_profile_K*.txt).
 bench-profile:

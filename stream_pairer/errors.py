@@ -42,6 +42,11 @@ class ToolSchemaError(StreamPairerError, ValueError):
     """A tool definition file that cannot be used. The message names the file and the tool."""
 
 
+class NativeUnavailable(StreamPairerError, RuntimeError):
+    """The compiled core (`stream_pairer._native`) was asked for where it is not built (an install
+    without a Rust toolchain); the Python engine serves the same records."""
+
+
 class InputError(StreamPairerError):
     """An input file that cannot be opened or read: the one case where the job exits non-zero."""
 
@@ -98,6 +103,17 @@ class DeliveryFailed(SidecarError):
     the partition is rebuilt by replay from its last commit, so nothing is lost."""
 
     retriable = True
+
+
+class OutputTooLarge(SidecarError):
+    """The broker refused an output as too large for its topic: the topic's limit changed since it
+    was read (or even an output's identity alone is over it). Not retriable as is: the limits are
+    read again and the partition is rebuilt after a backoff, so the outputs are fitted anew."""
+
+
+class SessionEnded(SidecarError):
+    """Control flow inside the sidecar: drop every partition and rejoin after a backoff (a fenced
+    producer, a fatal consumer error, a stop that interrupts a broker call)."""
 
 
 class CommitFailed(SidecarError):

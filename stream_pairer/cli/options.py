@@ -251,6 +251,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_FORMAT_CONFIG.max_history_conversations,
         help="conversations whose history ids are remembered (least recently used forgotten first)",
     )
+    add_option(
+        g,
+        "--max-id-bytes",
+        type=positive_int,
+        default=DEFAULT_FORMAT_CONFIG.max_id_bytes,
+        help="a record whose conversation id, call id or tool name is longer is dead-lettered "
+        "(too_large): ids are kept in memory after their events are emitted",
+    )
     t = parser.add_argument_group("failure tagging")
     add_option(
         t,
@@ -307,6 +315,7 @@ def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
         max_record_bytes=args.max_record_bytes,
         max_history_ids=args.max_history_ids,
         max_history_conversations=args.max_history_conversations,
+        max_id_bytes=args.max_id_bytes,
     )
 
 

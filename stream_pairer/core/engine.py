@@ -146,16 +146,19 @@ class EngineConfig:
 
 
 def pair_id(conversation_id: str, call: ToolEvent) -> str:
-    """Deterministic from conversation + call identity: the same input always gives the same id, so a
-    replayed or reprocessed pair can be deduplicated downstream by this key."""
-    if call.id is not None:
-        ident = f"{conversation_id}\x1fid\x1f{call.id}".encode()
-    else:
-        ident = (
-            f"{conversation_id}\x1fsrc\x1f".encode()
-            + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS)
-            + f"\x1f{call.block}".encode()
-        )
+    """Deterministic from conversation + call identity + where the call was read: the same input
+    always gives the same id, so a replayed or reprocessed pair can be deduplicated downstream by
+    this key. The call's lineage (source, block) is part of it even when the call has an id:
+    ids are reused inside one conversation (JSON-RPC ids restart per connection, a resumed session
+    re-sends them), and two real pairs with one key would make a downstream dedup drop one."""
+    head = (
+        f"{conversation_id}\x1fsrc\x1f"
+        if call.id is None
+        else f"{conversation_id}\x1fid\x1f{call.id}\x1fsrc\x1f"
+    )
+    ident = (
+        head.encode() + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS) + f"\x1f{call.block}".encode()
+    )
     return hashlib.blake2b(ident, digest_size=12).hexdigest()
 
 
@@ -180,6 +183,9 @@ class Engine:
         # Conversation clocks from a checkpoint, applied when the conversation is first seen again.
         self._restored_clocks: dict[str, float] = {}
         self.held_bytes = 0
+        # Bytes of the conversation ids and closed call ids kept (input can make them large: they
+        # outlive their events). Counted against max_held_bytes with held_bytes (see _enforce_bytes).
+        self.id_bytes = 0
         self.open_calls = 0
         self.pending_results = 0
         self.evictions: Counter[str] = Counter()  # by limit name, for metrics
@@ -276,6 +282,7 @@ class Engine:
         self._closed.clear()
         self._heap.clear()
         self._restored_clocks = {}
+        self.id_bytes = 0
         return out
 
     def discard(self) -> int:
@@ -287,7 +294,7 @@ class Engine:
         self._closed.clear()
         self._heap.clear()
         self._restored_clocks = {}
-        self.held_bytes = self.open_calls = self.pending_results = 0
+        self.held_bytes = self.open_calls = self.pending_results = self.id_bytes = 0
         return n
 
     # ------------------------------------------------------------------ introspection
@@ -419,6 +426,7 @@ class Engine:
             if self._restored_clocks:
                 conv.clock_ms = self._restored_clocks.pop(conversation_id, NEG_INF)
             self._convs[conversation_id] = conv
+            self.id_bytes += len(conversation_id)
         else:
             self._convs.move_to_end(conversation_id)
         conv.last_p_ms = self.processing_ms
@@ -507,7 +515,8 @@ class Engine:
         closed = conv.closed
         everywhere = self._closed
         key = (conv, cid)
-        closed.pop(cid, None)  # re-inserted last: a plain dict keeps insertion order
+        if closed.pop(cid, None) is None:  # re-inserted last: a plain dict keeps insertion order
+            self.id_bytes += len(cid)
         closed[cid] = how
         everywhere[key] = None
         everywhere.move_to_end(key)
@@ -520,6 +529,7 @@ class Engine:
         """Forget one closed id, in the conversation's map and in the engine-wide order together."""
         del conv.closed[cid]
         del self._closed[(conv, cid)]
+        self.id_bytes -= len(cid)
         if not conv.closed:
             # A dict never shrinks its table on deletion: under the engine-wide bound each
             # conversation's map keeps refilling and emptying, and its table would ratchet up to
@@ -529,15 +539,24 @@ class Engine:
 
     def _forget_closed(self, conv: Conversation) -> None:
         """Drop a departing conversation's closed ids from the engine-wide order, so that order
-        never keeps a dead conversation (and its tagger state) alive."""
+        never keeps a dead conversation (and its tagger state) alive; uncharge its ids."""
         everywhere = self._closed
         for cid in conv.closed:
             del everywhere[(conv, cid)]
+            self.id_bytes -= len(cid)
+        self.id_bytes -= len(conv.conversation_id)
 
     def _enforce_bytes(self, out: list[Record]) -> None:
-        while self.held_bytes > self.config.max_held_bytes and self._held:
+        limit = self.config.max_held_bytes
+        while self.held_bytes + self.id_bytes > limit and self._held:
             self._evicted(1, EvictionLimit.HELD_BYTES.value)
             self._emit_orphan(next(iter(self._held.values())), EVICTED, out)
+        # Nothing held and still over: the ids of idle conversations are what is left; forget the
+        # least recently used ones (a later result for them is then an unknown id, not a duplicate).
+        convs = self._convs
+        while self.id_bytes > limit and convs:
+            _, idle = convs.popitem(last=False)
+            self._forget_closed(idle)
 
     def _fire_conversation(self, conv: Conversation, clock: float, out: list[Record]) -> None:
         """Emit what this conversation's clock has passed the event-time deadline of, oldest deadline

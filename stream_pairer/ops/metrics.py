@@ -241,7 +241,7 @@ class Metrics:
         # --- Kafka consumer / producer ---
         self.consumer_lag = Gauge(
             "stream_pairer_consumer_lag_messages",
-            "Messages between the consumer position and the partition high watermark.",
+            "Messages between the committed offset and the partition high watermark.",
             ["topic", "partition"],
             registry=r,
         )

@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any, Final, NamedTuple, Protocol
 
 from stream_pairer.core.engine import Record
-from stream_pairer.core.model import Source
+from stream_pairer.core.model import Source, dead_letter
 from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.vocab import RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
@@ -39,6 +39,9 @@ _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 H_TOPIC: Final = "sp-src-topic"
 H_PARTITION: Final = "sp-src-partition"
 H_OFFSET: Final = "sp-src-offset"
+# Set by stage one when the record was too large for the internal topic: only a prefix was
+# forwarded, and this header carries the original size (stage two dead-letters it as too_large).
+H_BYTES: Final = "sp-src-bytes"
 Headers = Sequence[tuple[str, bytes]]
 
 
@@ -48,22 +51,47 @@ def lineage_headers(topic: str, partition: int, offset: int) -> list[tuple[str, 
 
 def source_from_headers(headers: Headers | None, via: Source) -> Source:
     """The original lineage carried by a re-keyed record, plus `via` (where it was consumed); just
-    `via` for a record without lineage headers (written by something else)."""
-    found: dict[str, bytes] = {}
+    `via` for a record without lineage headers (written by something else) or with unusable ones."""
+    return lineage_from_headers(headers, via)[0]
+
+
+def lineage_from_headers(headers: Headers | None, via: Source) -> tuple[Source, str | None]:
+    """(source, problem): `problem` says why the lineage headers are present but unusable (a null
+    or non-numeric value, a duplicate): such a record is dead-lettered, never fatal."""
+    found: dict[str, bytes | None] = {}
+    problems = []
     for name, value in headers or ():
         if name in (H_TOPIC, H_PARTITION, H_OFFSET):
+            if name in found:
+                problems.append(f"header {name} appears twice")
             found[name] = value
+    if not found:
+        return via, None
     if len(found) != 3:
-        return via
+        missing = sorted({H_TOPIC, H_PARTITION, H_OFFSET} - set(found))
+        return via, f"lineage header(s) {', '.join(missing)} missing"
     try:
-        return {
-            "topic": found[H_TOPIC].decode(),
-            "partition": int(found[H_PARTITION]),
-            "offset": int(found[H_OFFSET]),
-            "via": via,
-        }
-    except (UnicodeDecodeError, ValueError):
-        return via
+        topic, partition, offset = found[H_TOPIC], found[H_PARTITION], found[H_OFFSET]
+        if topic is None or partition is None or offset is None:
+            raise TypeError("null value")
+        source = {"topic": topic.decode(), "partition": int(partition), "offset": int(offset), "via": via}
+    except (UnicodeDecodeError, ValueError, TypeError) as err:
+        shown = {k: v[:40] if isinstance(v, bytes) else v for k, v in found.items()}
+        return via, f"unusable lineage headers {shown!r}: {err}"
+    if problems:
+        return via, "; ".join(problems)
+    return source, None
+
+
+def forwarded_size(headers: Headers | None) -> int | None:
+    """The original size of a record stage one forwarded only a prefix of (see H_BYTES)."""
+    for name, value in headers or ():
+        if name == H_BYTES and value is not None:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 class InputRecord(Protocol):
@@ -199,7 +227,35 @@ class PartitionState:
             return source_from_headers(msg.headers, here)
         return here
 
+    def _unreadable_forward(self, msg: InputRecord) -> Record | None:
+        """--repartition: a record stage two cannot take as is, as a dead letter (else None):
+        lineage headers present but unusable, or a record stage one could forward only a prefix of."""
+        here = {"topic": self.topic, "partition": self.partition, "offset": msg.offset}
+        source, problem = lineage_from_headers(msg.headers, here)
+        raw = msg.value or b""
+        if problem is not None:
+            return dead_letter(raw, "wrong_type", f"re-keyed record with {problem}", source)
+        size = forwarded_size(msg.headers)
+        if size is None:
+            return None
+        rec = dead_letter(
+            raw, "too_large",
+            f"the record is {size} bytes, more than the internal topic {self.topic} takes; "
+            f"its first {len(raw)} bytes are kept",
+            source,
+        )  # fmt: skip
+        rec["raw_bytes"] = size
+        rec["raw_truncated"] = True
+        return rec
+
     def _feed_record(self, msg: InputRecord, out: list[Emitted]) -> None:
+        if self.lineage_headers and msg.headers:
+            bad = self._unreadable_forward(msg)
+            if bad is not None:
+                self.pipeline.summary.records += 1
+                self.pipeline.summary.count_output(bad)
+                self._route([bad], msg.key, out)
+                return
         key = msg.key
         recs = self.pipeline.feed(
             msg.value or b"", self._source(msg), key=decode_key(key), arrival_ms=float(msg.timestamp)

@@ -11,9 +11,9 @@ from aiokafka import TopicPartition
 from aiokafka import errors as ak
 from prometheus_client import CollectorRegistry
 
+from stream_pairer.adapters.kafka.delivery import Backoff, encode_output
 from stream_pairer.adapters.kafka.errors import classify
-from stream_pairer.adapters.kafka.io import encode_output
-from stream_pairer.adapters.kafka.sidecar import Backoff, Sidecar, SidecarConfig, partition_tagger
+from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig, partition_tagger
 from stream_pairer.cli.app import build_parser
 from stream_pairer.cli.commands.run import config_from_args
 from stream_pairer.core.engine import EngineConfig

@@ -327,11 +327,21 @@ def test_idle_conversation_memory_expires_after_ttl() -> None:
 
 def test_pair_id_is_deterministic_from_conversation_and_call() -> None:
     c = call("conv", "toolu_1", ts=1)
-    assert pair_id("conv", c) == pair_id("conv", call("conv", "toolu_1", ts=99))
+    assert pair_id("conv", c) == pair_id("conv", c)
     assert pair_id("conv", c) != pair_id("other", c)
     idless = call("conv", None, ts=1)
     assert pair_id("conv", idless) == pair_id("conv", idless)
     assert pair_id("conv", idless) != pair_id("conv", call("conv", None, ts=1))  # another line
+
+
+def test_a_reused_call_id_gives_two_pairs_two_pair_ids() -> None:
+    """JSON-RPC ids restart per connection: `call 7, result 7, call 7, result 7` in one conversation
+    is two real pairs, and a downstream dedup by pair_id must keep both."""
+    e = Engine()
+    out = run(e, [call("c", "7", ts=1), result("c", "7", ts=2), call("c", "7", ts=3), result("c", "7", ts=4)])
+    pairs = [r for r in out if r["kind"] == "pair"]
+    assert len(pairs) == 2
+    assert pairs[0]["pair_id"] != pairs[1]["pair_id"]
 
 
 def test_same_input_same_output() -> None:

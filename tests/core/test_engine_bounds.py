@@ -138,8 +138,9 @@ def test_held_bytes_is_an_estimate_of_memory_not_the_raw_size() -> None:
 
 
 def test_held_bytes_limit_counts_the_per_event_cost() -> None:
-    """Tiny events still cost memory: a limit of ten events' worth holds ten, not thousands."""
-    e = Engine(EngineConfig(max_held_bytes=10 * held_cost(1)))
+    """Tiny events still cost memory: a limit of ten events' worth holds ten, not thousands (plus
+    the 100 B the ids of these conversations are charged)."""
+    e = Engine(EngineConfig(max_held_bytes=10 * held_cost(1) + 100))
     out = run(e, [call(f"c{i}", "x", ts=i, size=1) for i in range(15)])
     assert reasons(out) == [("orphan_call", "evicted")] * 5
     assert e.open_calls == 10
@@ -186,3 +187,20 @@ def test_closed_id_bookkeeping_stays_consistent(case: tuple[list[ToolEvent], Eng
         assert all(e._convs.get(conv.conversation_id) is conv for conv, _ in e._closed)
     out += e.flush()
     assert dict(members(out)) == {key(ev): 1 for ev in events}
+
+
+def test_conversation_and_closed_ids_are_charged_to_the_held_bytes_limit() -> None:
+    """Ids outlive their events (idle conversations, closed ids): 600 conversations with 50 KB ids
+    would keep 30 MB outside the estimate. Charged, they are bounded by --max-held-bytes: the least
+    recently used idle conversations are forgotten, and the charge returns to 0 when they go."""
+    limit = 1_000_000
+    e = Engine(EngineConfig(max_held_bytes=limit))
+    big = "i" * 50_000
+    for n in range(600):
+        conv = f"{n:04d}" + big
+        run(e, [call(conv, f"k{n}", ts=n, size=10), result(conv, f"k{n}", ts=n, size=10)])
+        assert e.held_bytes + e.id_bytes <= limit
+    assert e.open_conversations < 600 and e.open_conversations >= 15
+    assert e.id_bytes == sum(len(c) + len(f"k{int(c[:4])}") for c in e._convs)
+    e.flush()
+    assert e.id_bytes == 0

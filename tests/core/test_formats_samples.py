@@ -377,3 +377,14 @@ def test_toolevent_field_order_matches_the_positional_construction() -> None:
         "raw",
         "size",
     ]
+
+
+def test_canonical_result_call_id_wins_over_its_own_event_id() -> None:
+    """Logs often give every event an `id` of its own; on a result `call_id` can only mean the call
+    answered, so it wins (a result with both used to reference its own event id and never pair)."""
+    raw = b'{"conversation_id":"c","type":"tool_result","id":"evt-99","call_id":"k2","content":"x"}'
+    (ev,) = parse_record(raw, {"file": "f", "line": 1})
+    assert ev.id == "k2"
+    call_raw = b'{"conversation_id":"c","type":"tool_call","id":"k2","call_id":"zzz","name":"t"}'
+    (call,) = parse_record(call_raw, {"file": "f", "line": 2})
+    assert call.id == "k2"  # on a call, `id` is the call's own id and still wins

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -49,7 +51,7 @@ async def _create(bootstrap: str, topic: str, partitions: int) -> None:
 async def test_broker_absent_at_start_then_appears(
     broker_factory: BrokerFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="stream_pairer")
+    caplog.set_level(logging.INFO, logger="stream_pairer")
     (port,) = _free_ports(1)
     topic = "late-broker-in"
     sidecar = Sidecar(config(f"127.0.0.1:{port}", topic, "g-late"))
@@ -60,9 +62,11 @@ async def test_broker_absent_at_start_then_appears(
         assert http is not None
         assert (await asyncio.to_thread(http_get, http, "/healthz"))[0] == 200
         assert (await asyncio.to_thread(http_get, http, "/readyz"))[0] == 503
-        attempts = [r.getMessage() for r in caplog.records if "ended (attempt" in r.getMessage()]
-        assert len(attempts) >= 2
-        assert all("BrokerUnavailable" in a and "reconnecting in" in a for a in attempts)
+        # One line for the state change (with the attempt count), not one per attempt.
+        ours = [r for r in caplog.records if r.name.startswith("stream_pairer")]
+        down = [r.getMessage() for r in ours if r.getMessage().startswith("kafka: unreachable")]
+        assert len(down) == 1, [r.getMessage() for r in ours]
+        assert "BrokerUnavailable" in down[0] and "retrying every" in down[0]
 
         broker = await asyncio.to_thread(broker_factory, port=port)
         await _create(broker.bootstrap, topic, 2)
@@ -74,13 +78,17 @@ async def test_broker_absent_at_start_then_appears(
         async with OutputReader(broker.bootstrap, topic) as reader:
             await reader.until(lambda recs: summary(recs)["pair"] == 1, timeout_s=60)
         await wait_for(lambda: sidecar.ready, 30, "ready once the broker is there")
+        up = [r for r in caplog.records if r.getMessage().startswith("kafka: connected")]
+        assert len(up) == 1 and up[0].fields["previous"] == "unreachable"  # type: ignore[attr-defined]
+        assert up[0].fields["attempts"] >= 2  # type: ignore[attr-defined]
     finally:
         assert await sidecar.stop()
 
 
 async def test_broker_stopped_and_restarted_while_running(
-    broker_factory: BrokerFactory, topic_factory: TopicFactory
+    broker_factory: BrokerFactory, topic_factory: TopicFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="stream_pairer")
     broker = await asyncio.to_thread(broker_factory)
     bootstrap = broker.bootstrap
     topic = await topic_factory(2, bootstrap=bootstrap)
@@ -112,6 +120,15 @@ async def test_broker_stopped_and_restarted_while_running(
         assert (await asyncio.to_thread(http_get, http, "/readyz"))[0] == 503
         await asyncio.to_thread(broker.start)
         await wait_for(lambda: sidecar.ready, 30, "ready again")
+
+        # One state line for the outage and one for the recovery, not one per retry.
+        def readiness_lines() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.getMessage().startswith("readiness:")]
+
+        await wait_for(lambda: readiness_lines()[-1:] == ["readiness: ready"], 10, "the ready line")
+        lines = readiness_lines()
+        assert any(m.startswith("readiness: not ready") for m in lines[1:]), lines
+        assert len(lines) <= 6, lines
         await asyncio.sleep(1.0)  # several ticks with fresh fetches and no results yet
         assert sum(st.engine.open_calls for st in sidecar.states.values()) == 6
 
@@ -136,3 +153,46 @@ async def test_broker_stopped_and_restarted_while_running(
     seen = identities(records)
     assert {(topic, p, o, 0) for p, o in placed} <= set(seen)
     assert set(seen) <= {(topic, p, o, 0) for p, o in placed}
+
+
+async def test_a_recreated_input_topic_is_refused_with_the_reset_command(
+    kafka_broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Deleted and re-created under a running sidecar: the new incarnation's offsets would collide
+    with the old lineage, so each partition whose committed offset is past its new log end is
+    refused (one ERROR line naming the reset command, /readyz 503), never silently consumed."""
+    caplog.set_level(logging.INFO, logger="stream_pairer")
+    bootstrap = kafka_broker.bootstrap
+    topic = f"recreated-{uuid.uuid4().hex[:8]}"
+    await _create(bootstrap, topic, 1)
+    sidecar = await started(config(bootstrap, topic, f"g-{topic}"))
+    try:
+        first = [(b"c", event("c", "tool_call", f"k{i}")) for i in range(10)]
+        first += [(b"c", event("c", "tool_result", f"k{i}")) for i in range(10)]
+        await produce(bootstrap, topic, first)
+
+        def committed() -> bool:
+            return any(st.next_offset == 20 and not st.dirty for st in sidecar.states.values())
+
+        await wait_for(committed, 30, "the first records committed")
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_topics([topic])
+        finally:
+            await admin.close()
+        await asyncio.sleep(3)
+        await _create(bootstrap, topic, 1)
+        await produce(bootstrap, topic, [(b"d", event("d", "tool_call", "n1"))])
+
+        def refusals() -> list[str]:
+            return [r.getMessage() for r in caplog.records if "is past the log end" in r.getMessage()]
+
+        await wait_for(lambda: bool(refusals()), 90, "the refusal line")
+        assert len(refusals()) == 1 and "--reset-offsets" in refusals()[0]
+        http = sidecar.http_port
+        assert http is not None
+        status, body = await asyncio.to_thread(http_get, http, "/readyz")
+        assert status == 503, body
+    finally:
+        assert await sidecar.stop()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
-from stream_pairer.adapters.kafka.io import CheckpointStore, KafkaSettings
+from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
+from stream_pairer.adapters.kafka.clients import KafkaSettings
 from stream_pairer.stream.checkpoint import Checkpoint
 
 from .conftest import KafkaBroker, TopicFactory

@@ -440,14 +440,16 @@ def test_dockerfile_copies_only_existing_paths() -> None:
             for src in args.split()[:-1]:
                 assert (ROOT / src).exists(), f"COPY source {src} is not in the repository"
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
-    for needed in ("!pyproject.toml", "!README.md", "!stream_pairer/", "!deploy/constraints.txt"):
+    for needed in ("!pyproject.toml", "!README.md", "!stream_pairer/", "!native/", "!deploy/constraints.txt"):
         assert needed in ignore
 
 
 def test_package_ships_the_output_schemas() -> None:
     """The image installs the package; the warehouse docs rely on the schemas being inside it."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "schemas/*.json" in data["tool"]["setuptools"]["package-data"]["stream_pairer"]
+    assert data["build-system"]["build-backend"] == "maturin"
+    included = [entry["path"] for entry in data["tool"]["maturin"]["include"]]
+    assert "stream_pairer/schemas/*.json" in included
     assert data["project"]["scripts"]["stream-pairer"] == "stream_pairer.cli.app:main"
 
 

@@ -12,6 +12,11 @@ audits and warehouse joins still point at the input that was written.
 A record whose conversation id cannot be found is forwarded with its original key (or none); stage
 two then dead-letters it with the same reason it would have had without repartitioning.
 
+A record too large for the internal topic (its `max.message.bytes`, read at start) is forwarded as
+a prefix (the 512 KiB a dead letter keeps) with its original size in a header: stage two
+dead-letters it as `too_large`, with the same lineage, instead of the broker refusing it and the
+stage retrying it forever.
+
 Delivery is the sidecar's: at-least-once (acks=all, commit after every batch's acks) or exactly-once
 (a transactional producer per input partition: the re-keyed records and the input offsets commit
 together). Stage one has no state, so a rebalance needs nothing but a commit.
@@ -29,13 +34,20 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.structs import OffsetAndMetadata
 
+from stream_pairer.adapters.kafka.clients import (
+    RECORD_OVERHEAD_BYTES,
+    KafkaSettings,
+    make_consumer,
+    make_producer,
+    tp_key,
+)
+from stream_pairer.adapters.kafka.delivery import SIZE_ERRORS, Backoff
 from stream_pairer.adapters.kafka.errors import classify
-from stream_pairer.adapters.kafka.io import KafkaSettings, make_producer, tp_key
 from stream_pairer.core.formats import FormatConfig
 from stream_pairer.core.formats.common import conversation_id
-from stream_pairer.core.model import FormatError
+from stream_pairer.core.model import MAX_DEAD_LETTER_RAW_BYTES, FormatError
 from stream_pairer.errors import Fenced, SidecarError
-from stream_pairer.stream.partition import lineage_headers
+from stream_pairer.stream.partition import H_BYTES, lineage_headers
 
 log = logging.getLogger("stream_pairer.adapters.kafka.rekeyer")
 
@@ -86,6 +98,8 @@ class Rekeyer:
         poll_timeout_s: float,
         auto_offset_reset: str,
         isolation_level: str,
+        max_message_bytes: dict[str, int] | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         self.settings = settings
         self.group = group
@@ -98,22 +112,25 @@ class Rekeyer:
         self.auto_offset_reset = auto_offset_reset
         self.isolation_level = isolation_level
         self.lock = asyncio.Lock()
+        # Per internal topic: the largest value forwarded whole (its max.message.bytes less overhead).
+        self.limits = {t: n - RECORD_OVERHEAD_BYTES for t, n in (max_message_bytes or {}).items()}
+        # Retries of a failing partition wait longer each time (kept by the sidecar across sessions).
+        self.backoff = backoff or Backoff(0.5, 30.0)
         self.records = 0
+        self.truncated = 0  # records forwarded as a prefix (too large for the internal topic)
         self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
         self._shared: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Re-key until `stopping` is set; raises SidecarError when the session must restart."""
-        consumer = self._consumer = AIOKafkaConsumer(
-            client_id=f"{self.settings.client_id}-repartition",
+        consumer = self._consumer = make_consumer(
+            self.settings,
+            "repartition",
             group_id=self.group,
-            enable_auto_commit=False,
             auto_offset_reset=self.auto_offset_reset,
             isolation_level=self.isolation_level,
             max_poll_records=self.max_records,
-            **self.settings.common(),
-            **self.settings.consumer_extra,
         )
         consumer.subscribe(list(self.topics), listener=_Listener(self))
         try:
@@ -159,17 +176,21 @@ class Rekeyer:
 
     async def _send_all(self, producer: AIOKafkaProducer, tp: TopicPartition, msgs: list[Any]) -> list[Any]:
         out = self.topics[tp.topic]
+        limit = self.limits.get(out)
         futures = []
         for m in msgs:
-            key = conversation_key(m.value, m.key, self.formats)
+            value = m.value
+            headers = lineage_headers(tp.topic, tp.partition, m.offset)
+            if limit is not None and value is not None and len(value) + len(m.key or b"") > limit:
+                # Too large to forward: stage two dead-letters the prefix (see H_BYTES).
+                headers.append((H_BYTES, b"%d" % len(value)))
+                value = value[: min(MAX_DEAD_LETTER_RAW_BYTES, max(0, limit - 4096))]
+                key = m.key if m.key is None or len(m.key) < 1024 else m.key[:1024]
+                self.truncated += 1
+            else:
+                key = conversation_key(m.value, m.key, self.formats)
             futures.append(
-                await producer.send(
-                    out,
-                    m.value,
-                    key=key,
-                    timestamp_ms=m.timestamp,
-                    headers=lineage_headers(tp.topic, tp.partition, m.offset),
-                )
+                await producer.send(out, value, key=key, timestamp_ms=m.timestamp, headers=headers)
             )
         self.records += len(msgs)
         return futures
@@ -183,6 +204,7 @@ class Rekeyer:
             futures += await self._send_all(self._shared, tp, msgs)
         await asyncio.gather(*futures)  # a failed send raises: no commit, the batch is read again
         await consumer.commit({tp: OffsetAndMetadata(msgs[-1].offset + 1, "") for tp, msgs in batch.items()})
+        self.backoff.reset()
 
     async def _transact(self, consumer: AIOKafkaConsumer, tp: TopicPartition, msgs: list[Any]) -> None:
         producer = self._producers.get(tp)
@@ -202,11 +224,21 @@ class Rekeyer:
                 {tp: OffsetAndMetadata(msgs[-1].offset + 1, "")}, self.group
             )
             await producer.commit_transaction()
+            self.backoff.reset()
         except Exception as err:
             error = classify(err, during=f"repartition {tp_key(tp)}")
             if isinstance(error, Fenced):
                 raise error from err
-            log.warning("re-keying %s failed, retrying from its last commit: %s", tp_key(tp), error)
+            delay = self.backoff.next()
+            if isinstance(err, SIZE_ERRORS):
+                error = SidecarError(
+                    f"{error} (the internal topic's max.message.bytes is below its limit read at start?)"
+                )
+            log.warning(
+                "re-keying %s failed (attempt %d), retrying from its last commit in %.1fs: %s",
+                tp_key(tp), self.backoff.attempt, delay, error,
+            )  # fmt: skip
+            await asyncio.sleep(delay)
             with contextlib.suppress(Exception):
                 await producer.abort_transaction()
             await self.close_producers({tp})

@@ -89,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         parser,
+        "--max-id-bytes",
+        type=positive_int,
+        default=DEFAULT_CONFIG.max_id_bytes,
+        help="the run's id length limit (records with longer ids are dead letters)",
+    )
+    add_option(
+        parser,
         "--max-history-ids",
         type=positive_int,
         default=DEFAULT_CONFIG.max_history_ids,
@@ -126,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         max_record_bytes=args.max_record_bytes,
         max_history_ids=args.max_history_ids,
         max_history_conversations=args.max_history_conversations,
+        max_id_bytes=args.max_id_bytes,
     )
     auditor = Auditor(config, exactly_once=args.exactly_once)
     started = time.monotonic()
@@ -321,9 +329,6 @@ async def audit_topics(
         on_partition=on_input_partition,
         required=True,
         security=security,
-    )
-    await read_topics(
-        bootstrap, output_topics, "read_committed", on_output, deadline, required=False, security=security
     )
     await read_topics(
         bootstrap, output_topics, "read_committed", on_output, deadline, required=False, security=security

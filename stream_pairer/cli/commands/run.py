@@ -18,6 +18,7 @@ import socket
 import sys
 from typing import Any
 
+from stream_pairer.adapters.kafka.logs import LOG_FORMATS, asyncio_exception_handler, log_level, setup_logging
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
 from stream_pairer.cli.options import (
@@ -53,6 +54,13 @@ def _port(value: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"not a port: {value}")
     return port
+
+
+def _log_level(value: str) -> str:
+    try:
+        return log_level(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -229,7 +237,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_default("backoff_max_s"),
         help="cap of the reconnect backoff, seconds",
     )
-    add_option(s, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_option(s, "--log-level", type=_log_level, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_option(
+        s,
+        "--log-format",
+        default="text",
+        choices=list(LOG_FORMATS),
+        help="text, or json: one JSON object per line (ts, level, logger, message, then named fields)",
+    )
     add_security_arguments(parser)
     add_engine_arguments(parser)
 
@@ -335,17 +350,6 @@ def check_topic_loops(args: argparse.Namespace, topics: list[str]) -> None:
                 )
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # aiokafka logs every reconnect attempt at ERROR with a traceback; our own log line per attempt
-    # (with the error) is the one operators need, so its noise is kept to warnings and above.
-    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
-
-
 async def serve(config: SidecarConfig) -> int:
     sidecar = Sidecar(config)
     try:
@@ -357,25 +361,30 @@ async def serve(config: SidecarConfig) -> int:
         print(f"stream-pairer: HTTP on {config.http_host}:{sidecar.http_port}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    if not log.isEnabledFor(logging.DEBUG):
+        loop.set_exception_handler(asyncio_exception_handler)
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     stopper = asyncio.create_task(stop.wait())
     runner = asyncio.create_task(sidecar.wait())
     await asyncio.wait({stopper, runner}, return_when=asyncio.FIRST_COMPLETED)
-    if runner.done() and runner.exception() is not None:
+    if runner.done() and not runner.cancelled() and runner.exception() is not None:
         log.error("the sidecar loop failed: %s", runner.exception())
         await sidecar.stop(config.shutdown_timeout_s)
         return 1
     log.info("stopping (signal received)")
     clean = await sidecar.stop(config.shutdown_timeout_s)
-    stopper.cancel()
+    for task in (stopper, runner):  # nothing left running for asyncio.run to cancel (no tracebacks)
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
     return 0 if clean else 1
 
 
 def run(args: argparse.Namespace) -> int:
     tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     try:
         config = config_from_args(args)
     except (OSError, ValueError, ConfigError) as err:

@@ -164,6 +164,7 @@ def parse_record(
     if n > DEPTH_CHECK_MIN_BYTES and raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
         _check_depth(parts)
     conv = conversation_id(record, config, key)
+    _check_id_lengths(conv, parts, config.max_id_bytes)
     ts = _record_time(record)
     size = n // len(parts) or 1
     # Positional arguments: 40% cheaper than keywords for this 12-field dataclass, on the hottest
@@ -250,7 +251,34 @@ def _marked(  # noqa: PLR0917 - parse_record's own arguments, passed on
                 size or 1,
             )
         )
+    quick = config.max_id_bytes // 4
+    for ev in events:  # the same id bound as the fast path (--max-id-bytes)
+        for what, value in (("conversation id", ev.conversation_id), ("id", ev.id), ("tool name", ev.name)):
+            if value is not None and len(value) > quick:
+                _measure(f"{what} of tool event {ev.block}", value, config.max_id_bytes)
     return events
+
+
+def _check_id_lengths(conv: str, parts: list[Part], limit: int) -> None:
+    """Refuse ids and tool names longer than `limit` UTF-8 bytes (`max_id_bytes`). A string of
+    n characters takes at most 4n bytes, so only long strings are measured (hot path)."""
+    quick = limit // 4
+    if len(conv) > quick:
+        _measure("conversation id", conv, limit)
+    for i, part in enumerate(parts):
+        event_id, name = part[1], part[2]
+        if event_id is not None and len(event_id) > quick:
+            _measure(f"id of tool event {i}", event_id, limit)
+        if name is not None and len(name) > quick:
+            _measure(f"tool name of tool event {i}", name, limit)
+
+
+def _measure(what: str, value: str, limit: int) -> None:
+    n = len(value.encode("utf-8", "surrogatepass"))
+    if n > limit:
+        raise FormatError(
+            "too_large", f"the {what} is {n} bytes, more than the {limit} byte limit (--max-id-bytes)"
+        )
 
 
 def _check_depth(parts: list[Part]) -> None:

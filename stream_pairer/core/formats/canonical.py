@@ -4,7 +4,8 @@
      "arguments": {...}, "ts": "2025-01-01T00:00:00Z"}
     {"conversation_id": "c1", "type": "tool_result", "id": "call_1", "content": ..., "is_error": false}
 
-`call_id` is accepted in place of `id`.
+`call_id` is accepted in place of `id`. On a result, `call_id` wins when both are present: it can
+only mean the call answered, whereas logs often give every event an `id` of its own.
 JSON Schema: `stream_pairer/schemas/canonical_event.schema.json`.
 """
 
@@ -18,13 +19,14 @@ TYPES: Final = frozenset({CALL, RESULT})
 
 
 def parse(record: dict[str, Any]) -> list[Part]:
-    idv = record.get("id")
-    field = "id"
+    is_call = record["type"] == CALL
+    field, other = ("id", "call_id") if is_call else ("call_id", "id")
+    idv = record.get(field)
     if idv is None:
-        idv = record.get("call_id")
-        field = "call_id"
+        idv = record.get(other)
+        field = other
     event_id = as_id(idv, "", None, field)
-    if record["type"] == CALL:
+    if is_call:
         name = as_name(record.get("name"), "", None, "name", True)
         return [(CALL, event_id, name, record.get("arguments"), None, record, "canonical")]
     name = as_name(record.get("name"), "", None, "name", False)

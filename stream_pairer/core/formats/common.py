@@ -91,6 +91,11 @@ class FormatConfig:
         "metadata.conversation_id",
     )
     max_record_bytes: int = 1_048_576
+    # Conversation ids, call ids and tool names outlive their events (idle conversations, closed
+    # ids, tagging counters) outside the held-bytes estimate: 600 conversations with 500 KB ids
+    # took 330 MB. Past this length a record is dead-lettered (too_large), so id memory is bounded
+    # by the id limits x this.
+    max_id_bytes: int = 1024
     # Ids remembered per conversation to count re-sent history once (wire logs, OTel spans; see
     # core/dedup.py): past it the oldest is forgotten, and a later copy of it becomes an orphan.
     max_history_ids: int = 10_000

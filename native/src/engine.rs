@@ -1,0 +1,825 @@
+//! The pairing engine: a line-by-line port of stream_pairer/core/engine.py + state.py.
+//!
+//! The Python engine is the executable specification (tests/test_native_differential.py compares
+//! the output bytes of both); the docstrings there explain the rules, the comments here only say
+//! where the Rust data structures differ from the Python ones. Events arrive as pre-encoded JSON
+//! fragments (`Event::side`), so an output record is a concatenation of bytes.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+
+use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
+
+// Insertion-ordered maps with the Fx hash (ids and conversation ids are not attacker-chosen keys
+// of a shared table: one engine serves one partition, and SipHash cost 5 % of the loop).
+type IndexMap<K, V> = indexmap::IndexMap<K, V, FxBuildHasher>;
+
+use crate::out::{write_f64, write_opt_str, write_str, write_ts};
+use crate::pairid::pair_id;
+
+pub struct Config {
+    pub call_timeout_ms: f64,
+    pub result_grace_ms: f64,
+    pub conversation_ttl_ms: f64,
+    pub max_conversations: usize,
+    pub max_calls_per_conversation: usize,
+    pub max_held_bytes: i64,
+    pub max_closed_ids_per_conversation: usize,
+    pub max_closed_ids: usize,
+    pub held_bytes_per_input_byte: f64,
+    pub held_bytes_per_event: i64,
+}
+
+const IDLE_SWEEP_EVERY_MS: f64 = 1_000.0;
+/// `engine.held_cost`, with the same float arithmetic so both engines evict at the same event; its
+/// two constants come from engine.py (`Core(held_cost=...)`), never copied here.
+fn held_cost(cfg: &Config, size: usize) -> i64 {
+    (size as f64 * cfg.held_bytes_per_input_byte) as i64 + cfg.held_bytes_per_event
+}
+
+/// One normalized event. `side` is the encoded `ToolEvent.to_side()` object, `source` the encoded
+/// lineage dict: both are fixed when the event is read.
+pub struct Event {
+    pub is_call: bool,
+    pub conversation_id: String,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub ts_ms: Option<f64>,
+    pub size: usize,
+    pub block: i64,
+    pub side: Vec<u8>,
+    pub source: Vec<u8>,
+    /// The fast path's format name (for the events-by-format count); "" from `process`.
+    pub format: &'static str,
+}
+
+/// `state.Held`: `ts_ms` None when no event time is known (then on no event-time timer),
+/// `deadline_ms` fired by the conversation's clock, `p_deadline_ms` by processing time.
+struct Held {
+    ev: Box<Event>,
+    ts_ms: Option<f64>,
+    deadline_ms: f64,
+    p_deadline_ms: f64,
+    conv: usize,
+}
+
+impl Held {
+    fn bare(ev: Event, ts_ms: Option<f64>, conv: usize) -> Held {
+        Held { ev: Box::new(ev), ts_ms, deadline_ms: f64::INFINITY, p_deadline_ms: f64::INFINITY, conv }
+    }
+}
+
+/// A timer (deadline, seq), ordered as Python orders the tuple (deadlines are never NaN).
+struct Timer(f64, u64);
+impl PartialEq for Timer {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timer {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // As Python compares floats (-0.0 == 0.0), not total_cmp.
+        self.0.partial_cmp(&o.0).unwrap_or(Ordering::Equal).then(self.1.cmp(&o.1))
+    }
+}
+
+struct Conv {
+    cid: String,
+    calls_by_id: HashMap<String, u64>,
+    open_calls: BTreeSet<u64>,
+    // Insertion-ordered like the Python dict: LRU eviction emits held results in this order.
+    pending: IndexMap<String, Vec<u64>>,
+    // id -> (paired?, stamp in the engine-wide order)
+    closed: IndexMap<String, (bool, u64)>,
+    // Id-less results that came before any call they could pair with, by seq (arrival order).
+    early: BTreeSet<u64>,
+    // The newest event time seen in this conversation; it alone fires `timers`.
+    clock_ms: f64,
+    timers: BinaryHeap<Reverse<Timer>>,
+    // Processing time of its last event: the TTL counts from it.
+    last_p_ms: f64,
+    // LRU list links (slab indices; usize::MAX = none)
+    prev: usize,
+    next: usize,
+}
+
+const NIL: usize = usize::MAX;
+const TIMERS_REBUILD_OVER: usize = 32;
+
+impl Conv {
+    fn holds_nothing(&self) -> bool {
+        self.open_calls.is_empty() && self.pending.is_empty() && self.early.is_empty()
+    }
+    fn held_count(&self) -> usize {
+        self.open_calls.len() + self.pending.values().map(Vec::len).sum::<usize>() + self.early.len()
+    }
+    fn held_seqs(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.open_calls.iter().copied().collect();
+        for w in self.pending.values() {
+            v.extend_from_slice(w);
+        }
+        v.extend(self.early.iter().copied());
+        v
+    }
+}
+
+/// Every held event by seq, oldest first: the Python engine's `_held` dict (insertion order = seq
+/// order). A hash map for lookups plus the seqs in arrival order; a released seq stays in the order
+/// until it reaches the front or a compaction (when dead entries outnumber live ones), so each
+/// operation is O(1) amortized instead of a B-tree's O(log n) cache misses at a million entries.
+#[derive(Default)]
+struct HeldMap {
+    map: HashMap<u64, Held>,
+    order: VecDeque<u64>,
+}
+
+impl HeldMap {
+    fn insert(&mut self, seq: u64, h: Held) {
+        self.map.insert(seq, h);
+        self.order.push_back(seq);
+    }
+    fn get(&self, seq: &u64) -> Option<&Held> {
+        self.map.get(seq)
+    }
+    fn remove(&mut self, seq: &u64) -> Option<Held> {
+        let h = self.map.remove(seq)?;
+        if self.order.len() > 2 * self.map.len() + 1024 {
+            let map = &self.map;
+            self.order.retain(|s| map.contains_key(s));
+        }
+        Some(h)
+    }
+    fn oldest(&mut self) -> Option<u64> {
+        while let Some(&s) = self.order.front() {
+            if self.map.contains_key(&s) {
+                return Some(s);
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+    /// The held seqs, oldest first.
+    fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.order.iter().copied().filter(|s| self.map.contains_key(s))
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+    fn clear(&mut self) {
+        self.map.clear();
+        self.order.clear();
+    }
+}
+
+/// What one entry point emitted: the encoded records back to back in `buf`, each ending at `ends[i]`.
+#[derive(Default)]
+pub struct Out {
+    pub buf: Vec<u8>,
+    pub ends: Vec<usize>,
+}
+
+impl Out {
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.ends.clear();
+    }
+    /// The encoded records, in order.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&e| {
+            let r = &self.buf[start..e];
+            start = e;
+            r
+        })
+    }
+    fn end_record(&mut self) {
+        self.ends.push(self.buf.len());
+    }
+}
+
+pub struct Engine {
+    pub cfg: Config,
+    slab: Vec<Option<Conv>>,
+    free: Vec<usize>,
+    by_id: HashMap<String, usize>,
+    lru_head: usize,
+    lru_tail: usize,
+    held: HeldMap,
+    // Processing-time timers (p_deadline, seq); empty until the first `advance`.
+    heap: BinaryHeap<Reverse<Timer>>,
+    closed: BTreeMap<u64, (usize, String)>,
+    stamp: u64,
+    seq: u64,
+    pub processing_ms: f64,
+    p_origin_ms: f64,
+    next_sweep_ms: f64,
+    pub held_bytes: i64,
+    pub open_calls: i64,
+    pub pending_results: i64,
+    pub evictions: IndexMap<&'static str, u64>,
+    /// Output records by Summary label: "pair:id", "pair:fifo:name", "orphan_call:timeout", ...
+    pub counts: IndexMap<String, u64>,
+    label: String,
+}
+
+impl Engine {
+    pub fn new(cfg: Config) -> Self {
+        Engine {
+            cfg,
+            slab: Vec::new(),
+            free: Vec::new(),
+            by_id: HashMap::default(),
+            lru_head: NIL,
+            lru_tail: NIL,
+            held: HeldMap::default(),
+            heap: BinaryHeap::new(),
+            closed: BTreeMap::new(),
+            stamp: 0,
+            seq: 0,
+            processing_ms: f64::NEG_INFINITY,
+            p_origin_ms: f64::NEG_INFINITY,
+            next_sweep_ms: f64::NEG_INFINITY,
+            held_bytes: 0,
+            open_calls: 0,
+            pending_results: 0,
+            evictions: IndexMap::default(),
+            counts: IndexMap::default(),
+            label: String::new(),
+        }
+    }
+
+    // ------------------------------------------------------------------ entry points
+
+    pub fn process(&mut self, ev: Event, now_ms: Option<f64>, out: &mut Out) {
+        let mut ts = ev.ts_ms.or(now_ms);
+        let conv = self.conversation(&ev.conversation_id, out);
+        let clock = self.conv(conv).clock_ms;
+        if ts.is_none() && clock != f64::NEG_INFINITY {
+            ts = Some(clock);
+        }
+        if ev.is_call {
+            self.on_call(conv, ev, ts, out);
+        } else {
+            self.on_result(conv, ev, ts, out);
+        }
+        self.enforce_bytes(out);
+        if let Some(ts) = ts {
+            let c = self.conv_mut(conv);
+            if ts > c.clock_ms {
+                c.clock_ms = ts;
+                if matches!(c.timers.peek(), Some(Reverse(Timer(d, _))) if *d <= ts) {
+                    self.fire_conversation(conv, ts, out);
+                }
+            }
+        }
+    }
+
+    pub fn flush(&mut self, reason: &str, result_reason: Option<&str>, out: &mut Out) {
+        let seqs: Vec<u64> = self.held.seqs().collect();
+        for seq in seqs {
+            if let Some(h) = self.held.get(&seq) {
+                let r = match result_reason {
+                    Some(rr) if !h.ev.is_call => rr,
+                    _ => reason,
+                };
+                self.emit_orphan_seq(seq, r, out);
+            }
+        }
+        self.clear_convs();
+    }
+
+    pub fn discard(&mut self) -> usize {
+        let n = self.held.len();
+        self.held.clear();
+        self.clear_convs();
+        self.held_bytes = 0;
+        self.open_calls = 0;
+        self.pending_results = 0;
+        n
+    }
+
+    fn clear_convs(&mut self) {
+        self.slab.clear();
+        self.free.clear();
+        self.by_id.clear();
+        self.lru_head = NIL;
+        self.lru_tail = NIL;
+        self.closed.clear();
+        self.heap.clear();
+    }
+
+    pub fn open_conversations(&self) -> usize {
+        self.by_id.len()
+    }
+    pub fn closed_ids(&self) -> usize {
+        self.closed.len()
+    }
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    // ------------------------------------------------------------------ rules
+
+    fn on_call(&mut self, conv: usize, call: Event, ts: Option<f64>, out: &mut Out) {
+        if let Some(cid) = call.id.clone() {
+            let c = self.conv(conv);
+            if let Some(&old) = c.calls_by_id.get(&cid) {
+                self.emit_orphan_seq(old, "superseded", out);
+            }
+            let c = self.conv(conv);
+            if let Some(waiting) = c.pending.get(&cid) {
+                if !waiting.is_empty() {
+                    let first = waiting[0];
+                    let res = self.release(first).expect("held result");
+                    self.next_seq(); // the Python engine numbers the late call's Held too
+                    self.emit_pair(Held::bare(call, ts, conv), res, "id", None, out);
+                    let dups: Vec<u64> = self.conv(conv).pending.get(&cid).cloned().unwrap_or_default();
+                    for d in dups {
+                        self.emit_orphan_seq(d, "duplicate_result", out);
+                    }
+                    return;
+                }
+            }
+            if self.conv(conv).closed.contains_key(&cid) {
+                self.drop_closed(conv, &cid);
+            }
+        }
+        if !self.conv(conv).early.is_empty() {
+            if let Some((seq, by)) = self.early_candidate(conv, call.name.as_deref()) {
+                // Its id-less result came first (written late, or reordered): a FIFO pair.
+                let res = self.release(seq).expect("held early result");
+                self.next_seq();
+                self.emit_pair(Held::bare(call, ts, conv), res, "fifo", Some(by), out);
+                return;
+            }
+        }
+        if self.conv(conv).open_calls.len() >= self.cfg.max_calls_per_conversation {
+            *self.evictions.entry("calls_per_conversation").or_insert(0) += 1;
+            let first = *self.conv(conv).open_calls.iter().next().unwrap();
+            self.emit_orphan_seq(first, "evicted", out);
+        }
+        let id = call.id.clone();
+        let seq = self.hold(call, conv, ts, self.cfg.call_timeout_ms);
+        let c = self.conv_mut(conv);
+        c.open_calls.insert(seq);
+        if let Some(id) = id {
+            c.calls_by_id.insert(id, seq);
+        }
+        self.open_calls += 1;
+    }
+
+    fn on_result(&mut self, conv: usize, result: Event, ts: Option<f64>, out: &mut Out) {
+        if let Some(rid) = result.id.clone() {
+            if let Some(&call) = self.conv(conv).calls_by_id.get(&rid) {
+                let call_held = self.release(call).expect("held call");
+                self.next_seq();
+                self.emit_pair(call_held, Held::bare(result, ts, conv), "id", None, out);
+                return;
+            }
+            if let Some(&(paired, _)) = self.conv(conv).closed.get(&rid) {
+                self.next_seq();
+                let res = Held::bare(result, ts, conv);
+                self.emit_orphan(res, if paired { "duplicate_result" } else { "late_result" }, out);
+                return;
+            }
+            let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
+            self.conv_mut(conv).pending.entry(rid).or_default().push(seq);
+            self.pending_results += 1;
+            return;
+        }
+        if let Some((seq, by)) = self.fifo_candidate(conv, result.name.as_deref()) {
+            let call_held = self.release(seq).expect("held call");
+            self.next_seq();
+            self.emit_pair(call_held, Held::bare(result, ts, conv), "fifo", Some(by), out);
+            return;
+        }
+        // No call it could pair with yet: wait the grace for one, as a result with an unknown id does.
+        let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
+        self.conv_mut(conv).early.insert(seq);
+        self.pending_results += 1;
+    }
+
+    /// The held id-less result a new call takes: the mirror of `fifo_candidate`.
+    fn early_candidate(&self, conv: usize, name: Option<&str>) -> Option<(u64, &'static str)> {
+        let c = self.conv(conv);
+        let first = *c.early.iter().next()?;
+        let Some(name) = name else {
+            return Some((first, "order"));
+        };
+        let mut unnamed = None;
+        for seq in &c.early {
+            match self.held.get(seq).expect("early result is held").ev.name.as_deref() {
+                Some(n) if n == name => return Some((*seq, "name")),
+                None if unnamed.is_none() => unnamed = Some(*seq),
+                _ => {}
+            }
+        }
+        unnamed.map(|s| (s, "order"))
+    }
+
+    fn fifo_candidate(&self, conv: usize, name: Option<&str>) -> Option<(u64, &'static str)> {
+        let c = self.conv(conv);
+        let first = *c.open_calls.iter().next()?;
+        let Some(name) = name else {
+            return Some((first, "order"));
+        };
+        let mut unnamed = None;
+        for seq in &c.open_calls {
+            let call_name = self.held.get(seq).expect("open call is held").ev.name.as_deref();
+            match call_name {
+                Some(n) if n == name => return Some((*seq, "name")),
+                None if unnamed.is_none() => unnamed = Some(*seq),
+                _ => {}
+            }
+        }
+        unnamed.map(|s| (s, "order"))
+    }
+
+    // ------------------------------------------------------------------ state keeping
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn conv(&self, i: usize) -> &Conv {
+        self.slab[i].as_ref().expect("live conversation")
+    }
+    fn conv_mut(&mut self, i: usize) -> &mut Conv {
+        self.slab[i].as_mut().expect("live conversation")
+    }
+
+    fn lru_unlink(&mut self, i: usize) {
+        let (p, n) = {
+            let c = self.conv(i);
+            (c.prev, c.next)
+        };
+        if p == NIL { self.lru_head = n } else { self.conv_mut(p).next = n }
+        if n == NIL { self.lru_tail = p } else { self.conv_mut(n).prev = p }
+    }
+
+    fn lru_push_back(&mut self, i: usize) {
+        let tail = self.lru_tail;
+        {
+            let c = self.conv_mut(i);
+            c.prev = tail;
+            c.next = NIL;
+        }
+        if tail == NIL { self.lru_head = i } else { self.conv_mut(tail).next = i }
+        self.lru_tail = i;
+    }
+
+    fn remove_conv(&mut self, i: usize) -> Conv {
+        self.lru_unlink(i);
+        let c = self.slab[i].take().expect("live conversation");
+        self.by_id.remove(&c.cid);
+        self.free.push(i);
+        c
+    }
+
+    fn conversation(&mut self, cid: &str, out: &mut Out) -> usize {
+        let i = match self.by_id.get(cid) {
+            Some(&i) => {
+                if self.lru_tail != i {
+                    self.lru_unlink(i);
+                    self.lru_push_back(i);
+                }
+                i
+            }
+            None => {
+                if self.by_id.len() >= self.cfg.max_conversations {
+                    let lru = self.lru_head;
+                    self.evict_conversation(lru, out);
+                    self.forget_closed(lru);
+                    self.remove_conv(lru);
+                }
+                let conv = Conv {
+                    cid: cid.to_owned(),
+                    calls_by_id: HashMap::default(),
+                    open_calls: BTreeSet::new(),
+                    pending: IndexMap::default(),
+                    closed: IndexMap::default(),
+                    early: BTreeSet::new(),
+                    clock_ms: f64::NEG_INFINITY,
+                    timers: BinaryHeap::new(),
+                    last_p_ms: f64::NEG_INFINITY,
+                    prev: NIL,
+                    next: NIL,
+                };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.slab[i] = Some(conv);
+                        i
+                    }
+                    None => {
+                        self.slab.push(Some(conv));
+                        self.slab.len() - 1
+                    }
+                };
+                self.by_id.insert(cid.to_owned(), i);
+                self.lru_push_back(i);
+                i
+            }
+        };
+        let p = self.processing_ms;
+        self.conv_mut(i).last_p_ms = p;
+        i
+    }
+
+    /// The Python engine pops the conversation from its LRU map first and emits after; the
+    /// conversation stays addressable here until the caller removes it, which emits the same.
+    fn evict_conversation(&mut self, i: usize, out: &mut Out) {
+        let mut seqs = self.conv(i).held_seqs();
+        seqs.sort_unstable();
+        if !seqs.is_empty() {
+            *self.evictions.entry("conversations").or_insert(0) += seqs.len() as u64;
+        }
+        for s in seqs {
+            self.emit_orphan_seq(s, "evicted", out);
+        }
+    }
+
+    /// Keeps an event on two timers of `timeout`: its conversation's event time (from its own
+    /// event time) and processing time (from now; none while processing time is unknown).
+    fn hold(&mut self, ev: Event, conv: usize, ts: Option<f64>, timeout: f64) -> u64 {
+        let seq = self.next_seq();
+        let deadline = ts.map_or(f64::INFINITY, |t| t + timeout);
+        let p_now = self.processing_ms;
+        let p_deadline = if p_now == f64::NEG_INFINITY { f64::INFINITY } else { p_now + timeout };
+        self.held_bytes += held_cost(&self.cfg, ev.size);
+        self.held.insert(seq, Held { ev: Box::new(ev), ts_ms: ts, deadline_ms: deadline, p_deadline_ms: p_deadline, conv });
+        if deadline != f64::INFINITY {
+            let c = self.slab[conv].as_ref().expect("live conversation");
+            if c.timers.len() > TIMERS_REBUILD_OVER && c.timers.len() > 2 * c.held_count() + 8 {
+                // Stale entries dominate: keep the heap proportional to what the conversation holds.
+                let live: BinaryHeap<Reverse<Timer>> = c
+                    .held_seqs()
+                    .into_iter()
+                    .filter_map(|s| self.held.get(&s).map(|h| (s, h.deadline_ms)))
+                    .filter(|(_, d)| *d != f64::INFINITY)
+                    .map(|(s, d)| Reverse(Timer(d, s)))
+                    .collect();
+                self.conv_mut(conv).timers = live;
+            }
+            self.conv_mut(conv).timers.push(Reverse(Timer(deadline, seq)));
+        }
+        if p_deadline != f64::INFINITY {
+            self.heap.push(Reverse(Timer(p_deadline, seq)));
+        }
+        seq
+    }
+
+    /// Removes a held event from every structure that references it; None if it was not held.
+    fn release(&mut self, seq: u64) -> Option<Held> {
+        let h = self.held.remove(&seq)?;
+        self.held_bytes -= held_cost(&self.cfg, h.ev.size);
+        let c = self.slab[h.conv].as_mut().expect("live conversation");
+        if h.ev.is_call {
+            c.open_calls.remove(&seq);
+            if let Some(id) = &h.ev.id {
+                if c.calls_by_id.get(id) == Some(&seq) {
+                    c.calls_by_id.remove(id);
+                }
+            }
+            self.open_calls -= 1;
+        } else if let Some(id) = &h.ev.id {
+            let w = c.pending.get_mut(id).expect("pending list");
+            w.retain(|&s| s != seq);
+            if w.is_empty() {
+                c.pending.shift_remove(id);
+            }
+            self.pending_results -= 1;
+        } else {
+            c.early.remove(&seq);
+            self.pending_results -= 1;
+        }
+        if !c.timers.is_empty() && c.holds_nothing() {
+            c.timers.clear(); // all stale: the conversation holds nothing
+        }
+        Some(h)
+    }
+
+    fn close_id(&mut self, conv: usize, cid: &str, paired: bool) {
+        self.stamp += 1;
+        let stamp = self.stamp;
+        let c = self.slab[conv].as_mut().expect("live conversation");
+        if let Some((_, old)) = c.closed.shift_remove(cid) {
+            self.closed.remove(&old);
+        }
+        c.closed.insert(cid.to_owned(), (paired, stamp));
+        let over = c.closed.len() > self.cfg.max_closed_ids_per_conversation;
+        self.closed.insert(stamp, (conv, cid.to_owned()));
+        if over {
+            let first = self.conv(conv).closed.get_index(0).unwrap().0.clone();
+            self.drop_closed(conv, &first);
+        }
+        while self.closed.len() > self.cfg.max_closed_ids {
+            let (_, (c, id)) = self.closed.iter().next().map(|(k, v)| (*k, v.clone())).unwrap();
+            self.drop_closed(c, &id);
+        }
+    }
+
+    fn drop_closed(&mut self, conv: usize, cid: &str) {
+        let c = self.slab[conv].as_mut().expect("live conversation");
+        if let Some((_, stamp)) = c.closed.shift_remove(cid) {
+            self.closed.remove(&stamp);
+        }
+        if c.closed.is_empty() {
+            c.closed = IndexMap::default();
+        }
+    }
+
+    fn forget_closed(&mut self, conv: usize) {
+        let stamps: Vec<u64> = self.conv(conv).closed.values().map(|v| v.1).collect();
+        for s in stamps {
+            self.closed.remove(&s);
+        }
+    }
+
+    fn enforce_bytes(&mut self, out: &mut Out) {
+        while self.held_bytes > self.cfg.max_held_bytes {
+            let Some(first) = self.held.oldest() else { break };
+            *self.evictions.entry("held_bytes").or_insert(0) += 1;
+            self.emit_orphan_seq(first, "evicted", out);
+        }
+    }
+
+    /// Emits what this conversation's clock has passed the event-time deadline of, oldest
+    /// deadline first (ties: arrival order).
+    fn fire_conversation(&mut self, conv: usize, clock: f64, out: &mut Out) {
+        loop {
+            let c = self.conv_mut(conv);
+            let Some(Reverse(Timer(deadline, seq))) = c.timers.peek() else { return };
+            if *deadline > clock {
+                return;
+            }
+            let (deadline, seq) = (*deadline, *seq);
+            c.timers.pop();
+            let Some(h) = self.held.get(&seq) else { continue };
+            if h.deadline_ms != deadline {
+                continue; // already paired or emitted: a stale timer
+            }
+            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
+            self.emit_orphan_seq(seq, reason, out);
+        }
+    }
+
+    /// Processing time P (the sidecar's tick): the first P starts the processing timers of what
+    /// is already held; then held events past their processing deadline are emitted.
+    pub fn advance(&mut self, now: f64, out: &mut Out) {
+        if now <= self.processing_ms {
+            return;
+        }
+        if self.processing_ms == f64::NEG_INFINITY {
+            self.p_origin_ms = now;
+            let (call_timeout, grace) = (self.cfg.call_timeout_ms, self.cfg.result_grace_ms);
+            for h in self.held.map.values_mut() {
+                h.p_deadline_ms = now + if h.ev.is_call { call_timeout } else { grace };
+            }
+            self.heap = self.held.map.iter().map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s))).collect();
+        }
+        self.processing_ms = now;
+        while let Some(Reverse(Timer(deadline, seq))) = self.heap.peek() {
+            if *deadline > now {
+                break;
+            }
+            let (deadline, seq) = (*deadline, *seq);
+            self.heap.pop();
+            let Some(h) = self.held.get(&seq) else { continue };
+            if h.p_deadline_ms != deadline {
+                continue;
+            }
+            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
+            self.emit_orphan_seq(seq, reason, out);
+        }
+        if self.heap.len() > 2 * self.held.len() + 1024 {
+            self.heap = self.held.map.iter().map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s))).collect();
+        }
+        if now >= self.next_sweep_ms {
+            self.next_sweep_ms = now + IDLE_SWEEP_EVERY_MS;
+            self.expire_idle(now);
+        }
+    }
+
+    /// Forgets idle conversations whose last event is older than the TTL in processing time.
+    fn expire_idle(&mut self, now: f64) {
+        let ttl = self.cfg.conversation_ttl_ms;
+        let origin = self.p_origin_ms;
+        while self.lru_head != NIL {
+            let i = self.lru_head;
+            let c = self.conv(i);
+            if c.last_p_ms.max(origin) + ttl > now || !c.holds_nothing() {
+                return;
+            }
+            self.forget_closed(i);
+            self.remove_conv(i);
+        }
+    }
+
+    // ------------------------------------------------------------------ output records
+
+    fn count(&mut self, label: &str) {
+        if let Some(n) = self.counts.get_mut(label) {
+            *n += 1;
+        } else {
+            self.counts.insert(label.to_owned(), 1);
+        }
+    }
+
+    fn emit_pair(&mut self, call: Held, result: Held, how: &str, fifo_by: Option<&str>, out: &mut Out) {
+        let conv = call.conv;
+        if let Some(id) = &call.ev.id {
+            let id = id.clone();
+            self.close_id(conv, &id, true);
+        }
+        let (cev, rev) = (&call.ev, &result.ev);
+        let cid = &self.conv(conv).cid;
+        let r = &mut out.buf;
+        r.extend_from_slice(b"{\"kind\":\"pair\",\"pair_id\":\"");
+        r.extend_from_slice(pair_id(cid, cev).as_bytes());
+        r.extend_from_slice(b"\",\"match\":\"");
+        r.extend_from_slice(how.as_bytes());
+        r.extend_from_slice(b"\",\"fifo_by\":");
+        match fifo_by {
+            Some(b) => write_str(r, b),
+            None => r.extend_from_slice(b"null"),
+        }
+        r.extend_from_slice(b",\"conversation_id\":");
+        write_str(r, cid);
+        r.extend_from_slice(b",\"tool\":");
+        write_opt_str(r, cev.name.as_deref().or(rev.name.as_deref()));
+        r.extend_from_slice(b",\"call\":");
+        r.extend_from_slice(&cev.side);
+        r.extend_from_slice(b",\"result\":");
+        r.extend_from_slice(&rev.side);
+        r.extend_from_slice(b",\"call_ts\":");
+        write_ts(r, call.ts_ms);
+        r.extend_from_slice(b",\"result_ts\":");
+        write_ts(r, result.ts_ms);
+        r.extend_from_slice(b",\"latency_ms\":");
+        match (cev.ts_ms, rev.ts_ms) {
+            (Some(a), Some(b)) => write_f64(r, b - a),
+            _ => r.extend_from_slice(b"null"),
+        }
+        r.push(b'}');
+        out.end_record();
+        let mut label = std::mem::take(&mut self.label);
+        label.clear();
+        label.push_str("pair:");
+        label.push_str(how);
+        if let Some(b) = fifo_by {
+            label.push(':');
+            label.push_str(b);
+        }
+        self.count(&label);
+        self.label = label;
+    }
+
+    fn emit_orphan_seq(&mut self, seq: u64, reason: &str, out: &mut Out) {
+        if let Some(h) = self.release(seq) {
+            self.emit_orphan(h, reason, out);
+        }
+    }
+
+    fn emit_orphan(&mut self, h: Held, reason: &str, out: &mut Out) {
+        let ev = &h.ev;
+        if ev.is_call {
+            if let Some(id) = &ev.id {
+                let id = id.clone();
+                self.close_id(h.conv, &id, reason == "paired");
+            }
+        }
+        let ev = &h.ev;
+        let kind = if ev.is_call { "orphan_call" } else { "orphan_result" };
+        let r = &mut out.buf;
+        r.extend_from_slice(b"{\"kind\":\"");
+        r.extend_from_slice(kind.as_bytes());
+        r.extend_from_slice(b"\",\"reason\":");
+        write_str(r, reason);
+        r.extend_from_slice(b",\"conversation_id\":");
+        write_str(r, &self.conv(h.conv).cid);
+        r.extend_from_slice(b",\"tool\":");
+        write_opt_str(r, ev.name.as_deref());
+        r.extend_from_slice(b",\"ts\":");
+        write_ts(r, h.ts_ms);
+        r.extend_from_slice(b",\"event\":");
+        r.extend_from_slice(&ev.side);
+        r.extend_from_slice(b",\"source\":");
+        r.extend_from_slice(&ev.source);
+        r.push(b'}');
+        out.end_record();
+        let mut label = std::mem::take(&mut self.label);
+        label.clear();
+        label.push_str(kind);
+        label.push(':');
+        label.push_str(reason);
+        self.count(&label);
+        self.label = label;
+    }
+}

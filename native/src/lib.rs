@@ -1,0 +1,361 @@
+//! `stream_pairer._native`: the compiled pairing core (see README "Compiled core").
+//!
+//! Python sees one class, `Core`: raw record bytes in, encoded output records (bytes) out. A
+//! record the fast path does not read returns None from `feed`; the Python format layer then
+//! parses it and passes each event to `process` as pre-encoded JSON fragments, so both paths
+//! share one pairing state.
+
+mod canonical;
+mod messages;
+mod engine;
+mod out;
+mod pairid;
+mod scan;
+
+use indexmap::IndexMap;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString};
+
+use canonical::FormatCfg;
+use engine::{Config, Engine, Event, Out};
+
+#[pyclass(unsendable, module = "stream_pairer._native")]
+struct Core {
+    engine: Engine,
+    fmt: FormatCfg,
+    fast_records: u64,
+    fallthrough: IndexMap<&'static str, u64>,
+    events: IndexMap<&'static str, u64>,
+    events_by_format: IndexMap<String, u64>,
+    /// Reused between calls: one buffer for all output records of a call.
+    out: Out,
+    records: u64,
+    fallback: Option<PyObject>,
+    dumps: PyObject,
+}
+
+fn to_list<'py>(py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, out.records().collect::<Vec<_>>().into_iter().map(|r| PyBytes::new(py, r)))
+}
+
+fn counter<'py, K: AsRef<str>, S>(py: Python<'py>, m: &IndexMap<K, u64, S>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m {
+        d.set_item(k.as_ref(), *v)?;
+    }
+    Ok(d)
+}
+
+impl Core {
+    /// The source dict as orjson encodes it: written here for the usual lineage dicts (string
+    /// keys, string or integer values), by orjson.dumps for anything else.
+    fn encode_source(&self, source: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+        if let Ok(d) = source.downcast_exact::<PyDict>() {
+            let mut v = Vec::with_capacity(64);
+            v.push(b'{');
+            let mut plain = true;
+            for (i, (k, val)) in d.iter().enumerate() {
+                let Ok(k) = k.downcast_exact::<PyString>() else {
+                    plain = false;
+                    break;
+                };
+                if i > 0 {
+                    v.push(b',');
+                }
+                out::write_str(&mut v, k.to_str()?);
+                v.push(b':');
+                if let Ok(s) = val.downcast_exact::<PyString>() {
+                    out::write_str(&mut v, s.to_str()?);
+                } else if let (true, Ok(n)) = (val.is_exact_instance_of::<PyInt>(), val.extract::<i64>()) {
+                    v.extend_from_slice(n.to_string().as_bytes());
+                } else {
+                    plain = false;
+                    break;
+                }
+            }
+            if plain {
+                v.push(b'}');
+                return Ok(v);
+            }
+        }
+        let py = source.py();
+        let encoded = self.dumps.bind(py).call1((source,))?;
+        Ok(encoded.downcast::<PyBytes>()?.as_bytes().to_vec())
+    }
+
+    fn count_event(&mut self, is_call: bool, format: &str) {
+        *self.events.entry(if is_call { "tool_call" } else { "tool_result" }).or_insert(0) += 1;
+        if let Some(n) = self.events_by_format.get_mut(format) {
+            *n += 1;
+        } else {
+            self.events_by_format.insert(format.to_owned(), 1);
+        }
+    }
+}
+
+#[pymethods]
+impl Core {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
+        max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
+        conversation_fields, max_record_bytes, held_cost))]
+    fn new(
+        call_timeout_ms: f64,
+        result_grace_ms: f64,
+        conversation_ttl_ms: f64,
+        max_conversations: usize,
+        max_calls_per_conversation: usize,
+        max_held_bytes: i64,
+        max_closed_ids_per_conversation: usize,
+        max_closed_ids: usize,
+        conversation_fields: Vec<String>,
+        max_record_bytes: usize,
+        held_cost: (f64, i64),
+        py: Python<'_>,
+    ) -> PyResult<Self> {
+        let dumps = py.import("orjson")?.getattr("dumps")?.unbind();
+        let conversation_paths = conversation_fields
+            .iter()
+            .map(|f| {
+                let mut parts = f.split('.').map(str::to_owned);
+                let first = parts.next().unwrap_or_default();
+                (first, parts.collect())
+            })
+            .collect();
+        Ok(Core {
+            engine: Engine::new(Config {
+                call_timeout_ms,
+                result_grace_ms,
+                conversation_ttl_ms,
+                max_conversations,
+                max_calls_per_conversation,
+                max_held_bytes,
+                max_closed_ids_per_conversation,
+                max_closed_ids,
+                held_bytes_per_input_byte: held_cost.0,
+                held_bytes_per_event: held_cost.1,
+            }),
+            fmt: FormatCfg { conversation_paths, max_record_bytes },
+            fast_records: 0,
+            fallthrough: IndexMap::new(),
+            events: IndexMap::new(),
+            events_by_format: IndexMap::new(),
+            out: Out::default(),
+            records: 0,
+            fallback: None,
+            dumps,
+        })
+    }
+
+    /// One raw record: `Pipeline.feed`'s signature, the encoded output records as the result.
+    /// A record the fast path does not read is counted in `fallthrough` by reason and passed,
+    /// with its encoded source, to the fallback set by `set_fallback` (the Python format layer),
+    /// whose result is returned. The whole call runs here: no Python frame on the fast path.
+    #[pyo3(signature = (raw, source, *, key=None, arrival_ms=None))]
+    fn feed<'py>(
+        slf: &Bound<'py, Self>,
+        raw: &[u8],
+        source: &Bound<'py, PyAny>,
+        key: Option<&str>,
+        arrival_ms: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let (reason, src) = {
+            let mut me = slf.borrow_mut();
+            me.records += 1;
+            let src = me.encode_source(source)?;
+            match canonical::parse(raw, &src, key, &me.fmt) {
+                Ok(events) => {
+                    me.fast_records += 1;
+                    let mut out = std::mem::take(&mut me.out);
+                    out.clear();
+                    for ev in events {
+                        me.count_event(ev.is_call, ev.format);
+                        me.engine.process(ev, arrival_ms, &mut out);
+                    }
+                    let list = to_list(py, &out);
+                    me.out = out;
+                    return Ok(list?.into_any());
+                }
+                Err(reason) => (reason, src),
+            }
+        };
+        let fallback = {
+            let mut me = slf.borrow_mut();
+            *me.fallthrough.entry(reason).or_insert(0) += 1;
+            me.fallback.as_ref().map(|f| f.clone_ref(py))
+        };
+        match fallback {
+            Some(f) => f.bind(py).call1((PyBytes::new(py, raw), source, key, arrival_ms, PyBytes::new(py, &src))),
+            None => Err(pyo3::exceptions::PyRuntimeError::new_err("no fallback set for records the fast path does not read")),
+        }
+    }
+
+    /// The callable for records the fast path does not read:
+    /// `fallback(raw, source, key, arrival_ms, encoded_source) -> list[bytes]`.
+    fn set_fallback(&mut self, fallback: PyObject) {
+        self.fallback = Some(fallback);
+    }
+
+    /// One event read by the Python format layer; payload, raw block and source come encoded.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (is_call, conversation_id, id, name, ts_ms, format, block, is_error, size,
+        payload, raw, source, arrival_ms=None))]
+    fn process<'py>(
+        &mut self,
+        py: Python<'py>,
+        is_call: bool,
+        conversation_id: String,
+        id: Option<String>,
+        name: Option<String>,
+        ts_ms: Option<f64>,
+        format: &str,
+        block: i64,
+        is_error: Option<bool>,
+        size: usize,
+        payload: &[u8],
+        raw: &[u8],
+        source: &[u8],
+        arrival_ms: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut side = Vec::with_capacity(payload.len() + raw.len() + source.len() + 160);
+        canonical::side_prefix(&mut side, id.as_deref(), name.as_deref(), format.as_bytes(), ts_ms, source, block);
+        if is_call {
+            side.extend_from_slice(b",\"arguments\":");
+            side.extend_from_slice(payload);
+        } else {
+            side.extend_from_slice(b",\"content\":");
+            side.extend_from_slice(payload);
+            side.extend_from_slice(match is_error {
+                None => b",\"is_error\":null",
+                Some(true) => b",\"is_error\":true",
+                Some(false) => b",\"is_error\":false",
+            });
+        }
+        side.extend_from_slice(b",\"raw\":");
+        side.extend_from_slice(raw);
+        side.push(b'}');
+        self.count_event(is_call, format);
+        let ev = Event { is_call, conversation_id, id, name, ts_ms, size, block, side, source: source.to_vec(), format: "" };
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.engine.process(ev, arrival_ms, &mut out);
+        let list = to_list(py, &out);
+        self.out = out;
+        list
+    }
+
+    fn advance<'py>(&mut self, py: Python<'py>, now_ms: f64) -> PyResult<Bound<'py, PyList>> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.engine.advance(now_ms, &mut out);
+        let list = to_list(py, &out);
+        self.out = out;
+        list
+    }
+
+    #[pyo3(signature = (reason="shutdown", result_reason=None))]
+    fn flush<'py>(&mut self, py: Python<'py>, reason: &str, result_reason: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.engine.flush(reason, result_reason, &mut out);
+        let list = to_list(py, &out);
+        self.out = out;
+        list
+    }
+
+    fn discard(&mut self) -> usize {
+        self.engine.discard()
+    }
+
+    #[getter]
+    fn held_bytes(&self) -> i64 {
+        self.engine.held_bytes
+    }
+    #[getter]
+    fn open_calls(&self) -> i64 {
+        self.engine.open_calls
+    }
+    #[getter]
+    fn pending_results(&self) -> i64 {
+        self.engine.pending_results
+    }
+    #[getter]
+    fn open_conversations(&self) -> usize {
+        self.engine.open_conversations()
+    }
+    #[getter]
+    fn closed_ids(&self) -> usize {
+        self.engine.closed_ids()
+    }
+    #[getter]
+    fn held_count(&self) -> usize {
+        self.engine.held_count()
+    }
+    #[getter]
+    fn processing_ms(&self) -> f64 {
+        self.engine.processing_ms
+    }
+    #[getter]
+    fn records(&self) -> u64 {
+        self.records
+    }
+    #[getter]
+    fn fast_records(&self) -> u64 {
+        self.fast_records
+    }
+    #[getter]
+    fn evictions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.engine.evictions)
+    }
+    /// Output records by Summary label ("pair:id", "pair:fifo:name", "orphan_call:timeout", ...).
+    #[getter]
+    fn outputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.engine.counts)
+    }
+    /// Records handed to the Python format layer, by why the fast path did not read them.
+    #[getter]
+    fn fallthrough<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.fallthrough)
+    }
+    #[getter]
+    fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.events)
+    }
+    #[getter]
+    fn events_by_format<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        counter(py, &self.events_by_format)
+    }
+}
+
+/// A float as orjson writes it (exposed for the tests that pin the encoder to orjson).
+#[pyfunction]
+fn dumps_float<'py>(py: Python<'py>, x: f64) -> Bound<'py, PyBytes> {
+    let mut v = Vec::new();
+    out::write_f64(&mut v, x);
+    PyBytes::new(py, &v)
+}
+
+/// Whether `raw` is one JSON value exactly as orjson would re-encode it (tests).
+#[pyfunction]
+fn is_canonical(raw: &[u8]) -> bool {
+    std::str::from_utf8(raw).is_ok() && scan::value(raw, 0, 0, None) == Some(raw.len())
+}
+
+/// A string as orjson writes it (tests).
+#[pyfunction]
+fn dumps_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyBytes> {
+    let mut v = Vec::new();
+    out::write_str(&mut v, s);
+    PyBytes::new(py, &v)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Core>()?;
+    m.add_function(wrap_pyfunction!(dumps_float, m)?)?;
+    m.add_function(wrap_pyfunction!(dumps_str, m)?)?;
+    m.add_function(wrap_pyfunction!(is_canonical, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! The fast path for wrapped chat messages: `{conversation_id, ts, message: {...}}` logging
+//! wrappers and Claude Code session lines (`type: assistant|user`), holding an Anthropic
+//! message (`content: [blocks]`), an OpenAI Chat assistant message (`tool_calls`) or an OpenAI
+//! Chat tool result (`role: tool`). Mirrors `_dispatch` / `_message` of
+//! stream_pairer/core/formats/__init__.py, anthropic.py and openai.py for those shapes; any other
+//! shape, or a value whose reading is not certain here, returns Err and goes to Python.
+
+use std::borrow::Cow;
+
+use crate::canonical::{as_id, as_name, conversation_id, get, record_ts, scalar, FormatCfg, Part};
+use crate::engine::Event;
+use crate::scan::{self, Member};
+
+fn present<'a>(m: &'a [Member<'a>], b: &[u8], key: &[u8]) -> Option<&'a Member<'a>> {
+    get(m, key).filter(|x| b[x.start] != b'n')
+}
+
+fn is_obj(b: &[u8], x: &Member) -> bool {
+    b[x.start] == b'{'
+}
+
+/// A top-level OpenAI Responses tool item (`openai.responses_item`, all but `mcp_call`).
+pub fn responses_item(
+    raw: &[u8],
+    top: &[Member],
+    block: (usize, usize),
+    source: &[u8],
+    key: Option<&str>,
+    cfg: &FormatCfg,
+) -> Result<Vec<Event>, &'static str> {
+    let t = get(top, b"type").map(|t| &raw[t.start..t.end]).ok_or("other_format")?;
+    if get(top, b"message").is_some() {
+        return Err("other_format"); // its timestamp may come from the message: left to Python
+    }
+    let field = |k: &[u8]| get(top, k).map_or(&b"null"[..], |x| &raw[x.start..x.end]);
+    let id = as_id(scalar(raw, get(top, b"call_id")))?;
+    let part = match t {
+        b"\"function_call\"" | b"\"custom_tool_call\"" => Part {
+            is_call: true,
+            id,
+            name: as_name(scalar(raw, get(top, b"name")), true)?,
+            payload: if t == b"\"function_call\"" {
+                arguments(raw, get(top, b"arguments"))?
+            } else {
+                field(b"input").into()
+            },
+            is_error: b"",
+            block: &raw[block.0..block.1],
+            format: b"openai_responses",
+        },
+        b"\"function_call_output\"" | b"\"custom_tool_call_output\"" => Part {
+            is_call: false,
+            id,
+            name: None,
+            payload: field(b"output").into(),
+            is_error: b"null",
+            block: &raw[block.0..block.1],
+            format: b"openai_responses",
+        },
+        _ => return Err("other_format"),
+    };
+    let conversation_id = conversation_id(raw, top, cfg, key)?;
+    let ts_ms = record_ts(raw, top)?;
+    Ok(vec![part.event(conversation_id, ts_ms, source, 0, raw.len().max(1))])
+}
+
+pub fn parse(
+    raw: &[u8],
+    top: &[Member],
+    source: &[u8],
+    key: Option<&str>,
+    cfg: &FormatCfg,
+) -> Result<Vec<Event>, &'static str> {
+    let msg = get(top, b"message").filter(|x| is_obj(raw, x)).ok_or("other_format")?;
+    let mm = scan::members(raw, msg.start).ok_or("not_canonical")?;
+    let parts = match get(top, b"type").map(|t| &raw[t.start..t.end]) {
+        None | Some(b"null") => {
+            if get(top, b"jsonrpc").is_some()
+                || get(top, b"resourceSpans").is_some()
+                || get(top, b"resourceLogs").is_some()
+                || (present(top, raw, b"request").is_some() && get(top, b"response").is_some())
+            {
+                return Err("other_format"); // MCP, an OTLP export, an HTTP wire exchange
+            }
+            dispatch_inner(raw, &mm, msg)?
+        }
+        Some(b"\"assistant\"" | b"\"user\"") => message(raw, &mm, msg, b"claude_code")?,
+        _ => return Err("other_format"),
+    };
+    if parts.is_empty() {
+        return Err("no_events"); // Python counts it as skipped
+    }
+    let conversation_id = conversation_id(raw, top, cfg, key)?;
+    let ts_ms = match record_ts(raw, top)? {
+        Some(ts) => Some(ts),
+        None => record_ts(raw, &mm)?,
+    };
+    let size = (raw.len() / parts.len()).max(1);
+    Ok(parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| p.event(conversation_id.clone(), ts_ms, source, i as i64, size))
+        .collect())
+}
+
+/// `_dispatch(message, "message.", top=False)` for the shapes read here.
+fn dispatch_inner<'a>(b: &'a [u8], mm: &[Member<'a>], msg: &Member) -> Result<Vec<Part<'a>>, &'static str> {
+    match get(mm, b"type").map(|t| &b[t.start..t.end]) {
+        None | Some(b"null") => {}
+        Some(b"\"message\"") if get(mm, b"content").is_some() => return message(b, mm, msg, b"anthropic"),
+        _ => return Err("other_format"),
+    }
+    if get(mm, b"jsonrpc").is_some()
+        || present(mm, b, b"output").is_some()
+        || present(mm, b, b"choices").is_some()
+        || present(mm, b, b"candidates").is_some()
+    {
+        return Err("other_format");
+    }
+    message(b, mm, msg, b"anthropic")
+}
+
+/// `_message`: tool_calls, role tool, or Anthropic content blocks.
+fn message<'a>(
+    b: &'a [u8],
+    mm: &[Member<'a>],
+    msg: &Member,
+    anthropic_format: &'static [u8],
+) -> Result<Vec<Part<'a>>, &'static str> {
+    if get(mm, b"parts").is_some() {
+        return Err("other_format");
+    }
+    if let Some(tc) = present(mm, b, b"tool_calls") {
+        return chat_calls(b, tc);
+    }
+    if let Some(fc) = present(mm, b, b"function_call") {
+        // The legacy functions API: no ids at all, the whole message is the block.
+        if !is_obj(b, fc) {
+            return Err("field_type");
+        }
+        let fm = scan::members(b, fc.start).ok_or("not_canonical")?;
+        return Ok(vec![Part {
+            is_call: true,
+            id: None,
+            name: as_name(scalar(b, get(&fm, b"name")), true)?,
+            payload: arguments(b, get(&fm, b"arguments"))?,
+            is_error: b"",
+            block: &b[msg.start..msg.end],
+            format: b"openai_legacy",
+        }]);
+    }
+    let role = get(mm, b"role").map(|r| &b[r.start..r.end]);
+    if role == Some(b"\"tool\"") {
+        if get(mm, b"function").is_some() || get(mm, b"error").is_some() {
+            return Err("other_format"); // Inspect AI's tool message: name and outcome read in Python
+        }
+        let payload: &[u8] = get(mm, b"content").map_or(b"null", |c| &b[c.start..c.end]);
+        return Ok(vec![Part {
+            is_call: false,
+            id: as_id(scalar(b, get(mm, b"tool_call_id")))?,
+            name: as_name(scalar(b, get(mm, b"name")), false)?,
+            payload: payload.into(),
+            is_error: b"null",
+            block: &b[msg.start..msg.end],
+            format: b"openai_chat",
+        }]);
+    }
+    if role == Some(b"\"function\"") {
+        let payload: &[u8] = get(mm, b"content").map_or(b"null", |c| &b[c.start..c.end]);
+        return Ok(vec![Part {
+            is_call: false,
+            id: None,
+            name: as_name(scalar(b, get(mm, b"name")), false)?,
+            payload: payload.into(),
+            is_error: b"null",
+            block: &b[msg.start..msg.end],
+            format: b"openai_legacy",
+        }]);
+    }
+    match get(mm, b"content") {
+        Some(c) if b[c.start] == b'[' => anthropic_blocks(b, c, anthropic_format),
+        _ => Err("other_format"),
+    }
+}
+
+const CALL_TYPES: [&[u8]; 3] = [b"\"tool_use\"", b"\"server_tool_use\"", b"\"mcp_tool_use\""];
+
+fn anthropic_blocks<'a>(b: &'a [u8], content: &Member, fmt: &'static [u8]) -> Result<Vec<Part<'a>>, &'static str> {
+    let mut out = Vec::new();
+    for (s, e) in scan::elements(b, content.start).ok_or("not_canonical")? {
+        if b[s] != b'{' {
+            return Err("field_type");
+        }
+        let bm = scan::members(b, s).ok_or("not_canonical")?;
+        let bt = get(&bm, b"type").map(|t| &b[t.start..t.end]).ok_or("other_format")?;
+        if bt[0] != b'"' {
+            return Err("other_format"); // Bedrock blocks (no type) or a wrong type: Python decides
+        }
+        let field = |k: &[u8]| -> &'a [u8] { get(&bm, k).map_or(b"null", |x| &b[x.start..x.end]) };
+        if CALL_TYPES.contains(&bt) {
+            out.push(Part {
+                is_call: true,
+                id: as_id(scalar(b, get(&bm, b"id")))?,
+                name: as_name(scalar(b, get(&bm, b"name")), true)?,
+                payload: field(b"input").into(),
+                is_error: b"",
+                block: &b[s..e],
+                format: fmt,
+            });
+        } else if bt == b"\"tool_result\"" || bt.ends_with(b"_tool_result\"") {
+            let content = field(b"content");
+            let is_error: &[u8] = match field(b"is_error") {
+                b"null" if content[0] == b'{' => return Err("other_format"), // a `*_error` object?
+                b"null" => b"false",
+                f @ (b"true" | b"false") => f,
+                _ => return Err("field_type"),
+            };
+            out.push(Part {
+                is_call: false,
+                id: as_id(scalar(b, get(&bm, b"tool_use_id")))?,
+                name: None,
+                payload: content.into(),
+                is_error,
+                block: &b[s..e],
+                format: fmt,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn chat_calls<'a>(b: &'a [u8], tool_calls: &Member) -> Result<Vec<Part<'a>>, &'static str> {
+    if b[tool_calls.start] != b'[' {
+        return Err("field_type");
+    }
+    let mut out = Vec::new();
+    for (s, e) in scan::elements(b, tool_calls.start).ok_or("not_canonical")? {
+        if b[s] != b'{' {
+            return Err("field_type");
+        }
+        let tm = scan::members(b, s).ok_or("not_canonical")?;
+        let f = present(&tm, b, b"function").filter(|x| is_obj(b, x)).ok_or("other_format")?;
+        let fm = scan::members(b, f.start).ok_or("not_canonical")?;
+        let payload = arguments(b, get(&fm, b"arguments"))?;
+        out.push(Part {
+            is_call: true,
+            id: as_id(scalar(b, get(&tm, b"id")))?,
+            name: as_name(scalar(b, get(&fm, b"name")), true)?,
+            payload,
+            is_error: b"",
+            block: &b[s..e],
+            format: b"openai_chat",
+        });
+    }
+    Ok(out)
+}
+
+/// `decode_arguments(value)` of an `arguments` member (absent: null).
+pub fn arguments<'a>(b: &'a [u8], a: Option<&Member>) -> Result<Cow<'a, [u8]>, &'static str> {
+    Ok(match a {
+        None => Cow::Borrowed(b"null"),
+        Some(a) if b[a.start] == b'"' => Cow::Owned(decode_arguments(&b[a.start + 1..a.end - 1])?),
+        Some(a) => Cow::Borrowed(&b[a.start..a.end]),
+    })
+}
+
+/// `decode_arguments` of a JSON-encoded object: its text, when that text is exactly what orjson
+/// would write for the decoded object. Anything else (text that is not JSON, another value, a
+/// spelling orjson would change) is left to Python, which decides between decoding and keeping.
+fn decode_arguments(escaped: &[u8]) -> Result<Vec<u8>, &'static str> {
+    let inner = scan::unescape(escaped).into_bytes();
+    if inner.first() == Some(&b'{') && scan::value(&inner, 0, 0, None) == Some(inner.len()) {
+        return Ok(inner);
+    }
+    Err("arguments")
+}

@@ -1,0 +1,288 @@
+//! A validator for JSON in the exact form `orjson.dumps` writes, and an index of one object's members.
+//!
+//! Why: the output must be byte-identical to the Python path, which decodes the record with orjson
+//! and writes it back. A value can be spliced from the input bytes only when re-encoding it would
+//! give the same bytes: no insignificant whitespace, orjson's string escapes, integers orjson keeps
+//! as integers, floats in orjson's layout, no duplicate keys (orjson keeps the last value). Anything
+//! else makes the record fall through to the Python format layer, which is always correct.
+
+use crate::out::write_f64;
+
+/// Deepest nesting the format layer keeps in a block (stream_pairer/core/formats/common.py MAX_DEPTH).
+pub const MAX_DEPTH: u32 = 200;
+
+/// One member of an object: the key's raw bytes (between the quotes) and the value's byte range.
+pub struct Member<'a> {
+    pub key: &'a [u8],
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Checks `b` (already valid UTF-8) for one canonical value at `pos`; returns where it ends.
+/// `members`, when given and the value is an object, receives its members.
+pub fn value<'a>(b: &'a [u8], pos: usize, depth: u32, members: Option<&mut Vec<Member<'a>>>) -> Option<usize> {
+    match *b.get(pos)? {
+        b'{' => object(b, pos, depth + 1, members),
+        b'[' => array(b, pos, depth + 1),
+        b'"' => string(b, pos),
+        b't' => literal(b, pos, b"true"),
+        b'f' => literal(b, pos, b"false"),
+        b'n' => literal(b, pos, b"null"),
+        b'-' | b'0'..=b'9' => number(b, pos),
+        _ => None,
+    }
+}
+
+fn literal(b: &[u8], pos: usize, word: &[u8]) -> Option<usize> {
+    (b.get(pos..pos + word.len())? == word).then_some(pos + word.len())
+}
+
+fn object<'a>(b: &'a [u8], pos: usize, depth: u32, mut members: Option<&mut Vec<Member<'a>>>) -> Option<usize> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut keys: Vec<&[u8]> = Vec::new();
+    // Past a few dozen keys the pairwise check would be quadratic: a set takes over.
+    let mut many: Option<rustc_hash::FxHashSet<&[u8]>> = None;
+    let mut p = pos + 1;
+    if *b.get(p)? == b'}' {
+        return Some(p + 1);
+    }
+    loop {
+        let kend = string(b, p)?;
+        let key = &b[p + 1..kend - 1];
+        let seen = match many.as_mut() {
+            Some(set) => !set.insert(key),
+            None if keys.len() >= 32 => {
+                let mut set: rustc_hash::FxHashSet<&[u8]> = keys.drain(..).collect();
+                let seen = !set.insert(key);
+                many = Some(set);
+                seen
+            }
+            None => {
+                let seen = keys.contains(&key);
+                keys.push(key);
+                seen
+            }
+        };
+        if seen {
+            return None; // orjson keeps one of them: the bytes would not survive a round trip
+        }
+        if *b.get(kend)? != b':' {
+            return None;
+        }
+        let vstart = kend + 1;
+        let vend = value(b, vstart, depth, None)?;
+        if let Some(m) = members.as_deref_mut() {
+            m.push(Member { key, start: vstart, end: vend });
+        }
+        match *b.get(vend)? {
+            b',' => p = vend + 1,
+            b'}' => return Some(vend + 1),
+            _ => return None,
+        }
+    }
+}
+
+fn array(b: &[u8], pos: usize, depth: u32) -> Option<usize> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut p = pos + 1;
+    if *b.get(p)? == b']' {
+        return Some(p + 1);
+    }
+    loop {
+        let end = value(b, p, depth, None)?;
+        match *b.get(end)? {
+            b',' => p = end + 1,
+            b']' => return Some(end + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// A string with only the escapes orjson writes: `\"`, `\\`, `\b \t \n \f \r`, and `\u00xx`
+/// (lowercase hex) for the other control characters. Returns the index after the closing quote.
+pub fn string(b: &[u8], pos: usize) -> Option<usize> {
+    if *b.get(pos)? != b'"' {
+        return None;
+    }
+    let mut p = pos + 1;
+    loop {
+        // Skip 8 plain bytes at a time (no quote, backslash or control character among them).
+        while let Some(chunk) = b.get(p..p + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().ok()?);
+            if special(x) {
+                break;
+            }
+            p += 8;
+        }
+        let c = *b.get(p)?;
+        match c {
+            b'"' => return Some(p + 1),
+            b'\\' => {
+                match *b.get(p + 1)? {
+                    b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r' => p += 2,
+                    b'u' => {
+                        let hex = b.get(p + 2..p + 6)?;
+                        if &hex[..2] != b"00" {
+                            return None;
+                        }
+                        let v = hexval(hex[2])? * 16 + hexval(hex[3])?;
+                        if v >= 0x20 || matches!(v, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                            return None;
+                        }
+                        p += 6;
+                    }
+                    _ => return None,
+                }
+            }
+            0..=0x1f => return None,
+            _ => p += 1,
+        }
+    }
+}
+
+/// Whether any byte of `x` is `"`, `\\` or below 0x20 (bit tricks on 8 bytes at once).
+#[inline]
+fn special(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let quote = has_zero(x ^ (ONES * b'"' as u64));
+    let backslash = has_zero(x ^ (ONES * b'\\' as u64));
+    let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+    (quote | backslash | control) != 0
+}
+
+fn hexval(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// An integer orjson keeps as an integer (i64 or u64 range, no `-0`), or a float written exactly
+/// as orjson writes the double it denotes.
+fn number(b: &[u8], pos: usize) -> Option<usize> {
+    let mut p = pos;
+    let neg = b[p] == b'-';
+    if neg {
+        p += 1;
+    }
+    let int_start = p;
+    match *b.get(p)? {
+        b'0' => p += 1,
+        b'1'..=b'9' => {
+            while matches!(b.get(p), Some(b'0'..=b'9')) {
+                p += 1;
+            }
+        }
+        _ => return None,
+    }
+    let int_end = p;
+    let mut is_float = false;
+    if b.get(p) == Some(&b'.') {
+        is_float = true;
+        p += 1;
+        let s = p;
+        while matches!(b.get(p), Some(b'0'..=b'9')) {
+            p += 1;
+        }
+        if p == s {
+            return None;
+        }
+    }
+    if matches!(b.get(p), Some(b'e' | b'E')) {
+        is_float = true;
+        p += 1;
+        if matches!(b.get(p), Some(b'+' | b'-')) {
+            p += 1;
+        }
+        let s = p;
+        while matches!(b.get(p), Some(b'0'..=b'9')) {
+            p += 1;
+        }
+        if p == s {
+            return None;
+        }
+    }
+    let text = std::str::from_utf8(&b[pos..p]).ok()?;
+    if is_float {
+        let x: f64 = text.parse().ok()?;
+        if !x.is_finite() {
+            return None;
+        }
+        let mut w = Vec::with_capacity(24);
+        write_f64(&mut w, x);
+        return (w == text.as_bytes()).then_some(p);
+    }
+    let digits = &b[int_start..int_end];
+    if digits.len() > 20 {
+        return None;
+    }
+    let v: i128 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let ok = if neg { v != 0 && -v >= i64::MIN as i128 } else { v <= u64::MAX as i128 };
+    ok.then_some(p)
+}
+
+/// The members of an object already validated by `value` (used for nested objects).
+pub fn members(b: &[u8], start: usize) -> Option<Vec<Member<'_>>> {
+    let mut m = Vec::new();
+    value(b, start, 0, Some(&mut m))?;
+    Some(m)
+}
+
+/// The decoded text of a canonical string's raw content (between the quotes).
+pub fn unescape(raw: &[u8]) -> String {
+    if !raw.contains(&b'\\') {
+        // SAFETY-free: the record was checked to be UTF-8 and a string's content is a char range.
+        return String::from_utf8_lossy(raw).into_owned();
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'\\' {
+            let c = raw[i + 1];
+            match c {
+                b'b' => out.push(8),
+                b't' => out.push(9),
+                b'n' => out.push(10),
+                b'f' => out.push(12),
+                b'r' => out.push(13),
+                b'u' => {
+                    let v = hexval(raw[i + 4]).unwrap_or(0) * 16 + hexval(raw[i + 5]).unwrap_or(0);
+                    out.push(v);
+                    i += 6;
+                    continue;
+                }
+                other => out.push(other),
+            }
+            i += 2;
+        } else {
+            out.push(raw[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The (start, end) ranges of the elements of an array already validated by `value`.
+pub fn elements(b: &[u8], start: usize) -> Option<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    let mut p = start + 1;
+    if *b.get(p)? == b']' {
+        return Some(out);
+    }
+    loop {
+        let end = value(b, p, 0, None)?;
+        out.push((p, end));
+        match *b.get(end)? {
+            b',' => p = end + 1,
+            b']' => return Some(out),
+            _ => return None,
+        }
+    }
+}

@@ -1,0 +1,79 @@
+"""Where the compiled core is not built, stream-pairer runs on the Python engine; where it is, it
+writes the same records as the Python pipeline for every sample log format.
+
+The first tests need no extension at all (they hide it); the comparison needs it built.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from stream_pairer.core import native
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.pipeline import Pipeline
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "tests" / "samples").glob("*.jsonl"))
+
+# A `pair` run in a fresh interpreter where `import stream_pairer._native` fails, as it does in an
+# install built without a Rust toolchain (sys.modules[name] = None makes the import raise).
+NO_EXTENSION = (
+    "import sys; sys.modules['stream_pairer._native'] = None\n"
+    "from stream_pairer.core import native\n"
+    "assert not native.available()\n"
+    "try:\n"
+    "    native.NativePipeline()\n"
+    "except native.NativeUnavailable:\n"
+    "    pass\n"
+    "else:\n"
+    "    raise AssertionError('NativePipeline without the extension')\n"
+    "from stream_pairer.cli.app import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_without_the_extension_nothing_native_is_offered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "_native", None)
+    assert not native.available()
+    with pytest.raises(native.NativeUnavailable, match="not built"):
+        native.NativePipeline()
+
+
+def test_pair_runs_without_the_extension(tmp_path: Path) -> None:
+    """The whole file job in an interpreter that cannot import the extension: it pairs."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = ["pair", *map(str, SAMPLES), "--out", str(tmp_path), "-q"]
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_EXTENSION, *argv], env=env, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "pairs.jsonl").read_bytes().count(b"\n") > 10
+
+
+@pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+def test_every_sample_format_gives_the_same_records(tmp_path: Path) -> None:
+    """Every sample log (the fast path's shapes and the ones it hands to Python, re-sent history
+    included), one after the other through one engine: the same bytes, summary and coverage."""
+    cfg = EngineConfig(call_timeout_ms=5_000)
+    py = Pipeline(Engine(cfg))
+    nat = native.NativePipeline(cfg)
+    n = 0
+    for path in SAMPLES:
+        for line_no, line in enumerate(path.read_bytes().splitlines(), 1):
+            if not line.strip():
+                continue
+            src = {"file": path.name, "line": line_no}
+            want = [orjson.dumps(r) for r in py.feed(line, src, key=path.name)]
+            assert nat.feed(line, src, key=path.name) == want, f"{path.name}:{line_no}"
+            n += len(want)
+    want = [orjson.dumps(r) for r in py.flush("end_of_input", result_reason="no_call")]
+    assert nat.flush("end_of_input", result_reason="no_call") == want
+    assert nat.summary.as_dict() == py.summary.as_dict()
+    assert n > 20
+    assert nat.core.fast_records > 0 and sum(nat.fallthrough.values()) > 0  # both paths were taken

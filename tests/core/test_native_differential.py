@@ -1,0 +1,439 @@
+"""The compiled core against the Python engine, its executable specification.
+
+For any input (interleavings, reorderings, drops, duplicates, id-less runs, small limits that force
+evictions, conversations whose clocks are skewed against each other, undated records, ticks) both
+pipelines must give the same output records as bytes, in the same order, and the same summary.
+The inputs mix records the fast path reads with ones it must hand to the Python format layer
+(other formats, whitespace, escapes or floats orjson would re-encode, odd ids), so both of the
+core's entry points and the hand-over between them are compared.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream_pairer.core import native
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.pipeline import Pipeline
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+
+T0 = 1_750_000_000_000
+CONVS = ("c0", "c1", "c2", "c3")
+IDS = ("a", "b", "c", "d", "e")
+NAMES = ("read", "write", "shell")
+
+
+def _iso(ms: int, offset: str) -> str:
+    text = datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+    if offset == "Z":
+        return text.replace("+00:00", "Z")
+    return text  # "+00:00": the same instant with an explicit offset
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> Any:
+    return draw(
+        st.one_of(
+            st.none(),
+            st.text(max_size=12),
+            st.integers(min_value=-(2**63), max_value=2**64 - 1),
+            st.dictionaries(
+                st.sampled_from(["q", "path", "é", "\n", 'k"']),
+                st.one_of(st.integers(-5, 5), st.text(max_size=6), st.booleans(), st.none()),
+                max_size=3,
+            ),
+            st.lists(st.integers(0, 3), max_size=3),
+        )
+    )
+
+
+def _arguments(payload: Any) -> st.SearchStrategy[Any]:
+    """OpenAI `arguments`: a JSON-encoded object (orjson's spelling or another), text, or a value."""
+    return st.sampled_from(
+        [
+            orjson.dumps(payload if isinstance(payload, dict) else {"v": payload}).decode(),
+            json.dumps({"q": 1, "r": [1, 2]}),
+            "not json {",
+            "[1,2]",
+            payload,
+        ]
+    )
+
+
+@st.composite
+def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, float | None]:
+    """One input record: (bytes, Kafka key, arrival ms)."""
+    conv = draw(st.sampled_from(CONVS))
+    is_call = draw(st.booleans())
+    step = draw(st.integers(0, 40))
+    ms = T0 + skew[conv] + step * 250
+    shape = draw(st.sampled_from(["canonical"] * 6 + ["anthropic", "openai", "responses", "legacy"]))
+    rid = draw(st.one_of(st.none(), st.sampled_from(IDS)))
+    name = draw(st.one_of(st.sampled_from(NAMES), st.none())) if not is_call else draw(st.sampled_from(NAMES))
+    payload = draw(payloads())
+    ts_kind = draw(st.sampled_from(["iso", "iso", "offset", "epoch_ms", "epoch_s", "none"]))
+    ts: Any = {
+        "iso": _iso(ms, "Z"),
+        "offset": _iso(ms, "+00:00"),
+        "epoch_ms": ms,
+        "epoch_s": ms / 1000,
+        "none": None,
+    }[ts_kind]
+    key = draw(st.one_of(st.none(), st.just(conv)))
+    arrival = draw(st.one_of(st.none(), st.just(float(ms + 5))))
+    rec: dict[str, Any]
+    if shape == "canonical":
+        rec = {"conversation_id": conv if key is None or draw(st.booleans()) else None}
+        rec["type"] = "tool_call" if is_call else "tool_result"
+        id_field = draw(st.sampled_from(["id", "id", "call_id"]))
+        if rid is not None:
+            rec[id_field] = draw(st.sampled_from([rid, f" {rid} ", rid]))
+        elif draw(st.booleans()):
+            rec[id_field] = draw(st.sampled_from([None, "", "  "]))
+        if name is not None:
+            rec["name"] = name
+        rec["arguments" if is_call else "content"] = payload
+        if not is_call and draw(st.booleans()):
+            rec["is_error"] = draw(st.sampled_from([True, False, None]))
+        if ts is not None:
+            rec[draw(st.sampled_from(["ts", "timestamp", "created_at"]))] = ts
+    elif shape == "anthropic":
+        n_blocks = draw(st.integers(1, 3))
+        blocks: list[Any] = [{"type": "text", "text": "thinking aloud"}] if draw(st.booleans()) else []
+        for j in range(n_blocks):
+            bid = rid if j == 0 else draw(st.one_of(st.none(), st.sampled_from(IDS)))
+            if is_call:
+                blocks.append(
+                    {
+                        "type": draw(st.sampled_from(["tool_use", "tool_use", "server_tool_use"])),
+                        "id": bid or "",
+                        "name": name,
+                        "input": payload,
+                    }
+                )
+            else:
+                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": bid or "", "content": payload}
+                if draw(st.booleans()):
+                    block["is_error"] = draw(st.booleans())
+                blocks.append(block)
+        msg: dict[str, Any] = {"role": "assistant" if is_call else "user", "content": blocks}
+        if draw(st.booleans()):  # a Claude Code session line
+            rec = {
+                "type": "assistant" if is_call else "user",
+                "sessionId": conv,
+                "timestamp": ts,
+                "message": msg,
+            }
+        else:
+            rec = {"conversation_id": conv, "message": msg}
+            rec["ts" if draw(st.booleans()) else "other"] = ts
+            if draw(st.booleans()):
+                msg["ts"] = _iso(ms + 7, "Z")  # read only when the wrapper has no timestamp
+    elif shape == "responses":
+        rec = {"conversation_id": conv, "created_at": ts}
+        if is_call:
+            custom = draw(st.booleans())
+            rec |= {"type": "custom_tool_call" if custom else "function_call", "name": name}
+            rec["input" if custom else "arguments"] = draw(_arguments(payload))
+        else:
+            rec |= {"type": draw(st.sampled_from(["function_call_output", "custom_tool_call_output"]))}
+            rec["output"] = payload
+        if rid is not None or draw(st.booleans()):
+            rec["call_id"] = rid or ""
+    elif shape == "legacy":
+        if is_call:
+            msg = {
+                "role": "assistant",
+                "function_call": {"name": name, "arguments": draw(_arguments(payload))},
+            }
+        else:
+            msg = {"role": "function", "content": payload}
+            if name is not None:
+                msg["name"] = name
+        rec = {"conversation_id": conv, "ts": ts, "message": msg}
+    else:
+        if is_call:
+            args = draw(
+                st.one_of(
+                    st.just(orjson.dumps(payload if isinstance(payload, dict) else {"v": payload}).decode()),
+                    st.just(json.dumps({"q": 1, "r": [1, 2]})),  # valid JSON orjson would re-space
+                    st.just("not json {"),
+                    st.just(payload),
+                )
+            )
+            msg = {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": rid or "", "type": "function", "function": {"name": name, "arguments": args}}
+                    for _ in range(draw(st.integers(1, 2)))
+                ],
+            }
+        else:
+            msg = {"role": "tool", "tool_call_id": rid or "", "content": payload}
+            if name is not None:
+                msg["name"] = name
+        rec = {"conversation_id": conv, "ts": ts, "message": msg}
+    encoding = draw(st.sampled_from(["orjson"] * 6 + ["spaced", "ascii", "trailing_nl"]))
+    if encoding == "spaced":
+        raw = json.dumps(rec, ensure_ascii=False).encode()
+    elif encoding == "ascii":
+        raw = json.dumps(rec, separators=(",", ":")).encode()  # \uXXXX escapes: not orjson's bytes
+    elif encoding == "trailing_nl":
+        raw = orjson.dumps(rec) + b"\n"
+    else:
+        raw = orjson.dumps(rec)
+    return raw, key, arrival
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
+    skew = {c: draw(st.integers(-20_000, 20_000)) for c in CONVS}  # per-conversation clocks
+    cfg = EngineConfig(
+        call_timeout_ms=float(draw(st.sampled_from([1_000, 3_000, 8_000, 600_000]))),
+        result_grace_ms=float(draw(st.sampled_from([0, 500, 2_000, 30_000]))),
+        conversation_ttl_ms=float(draw(st.sampled_from([1_000, 5_000, 3_600_000]))),
+        max_conversations=draw(st.sampled_from([1, 2, 4, 5, 5])),
+        max_calls_per_conversation=draw(st.sampled_from([1, 2, 4, 8, 8])),
+        max_held_bytes=draw(st.sampled_from([3_000, 12_000, 2**30, 2**30])),
+        max_closed_ids_per_conversation=draw(st.integers(0, 4)),
+        max_closed_ids=draw(st.integers(0, 6)),
+    )
+    base = draw(st.lists(records(skew), min_size=1, max_size=40))
+    ops: list[Any] = []
+    for rec in base:
+        ops.append(("feed", rec))
+        roll = draw(st.integers(0, 9))
+        if roll == 0:
+            ops.append(("feed", draw(st.sampled_from(base))))  # a duplicate, anywhere
+        elif roll in (1, 2):  # processing time (the sidecar's tick)
+            ops.append(("advance", float(T0 + draw(st.integers(-30_000, 40_000)))))
+    return cfg, ops
+
+
+def _run_both(cfg: EngineConfig, ops: list[Any]) -> None:
+    py = Pipeline(Engine(cfg))
+    nat = native.NativePipeline(cfg)
+    for i, (op, arg) in enumerate(ops):
+        if op == "feed":
+            raw, key, arrival = arg
+            src = {"file": "in.jsonl", "line": i}
+            want = [orjson.dumps(r) for r in py.feed(raw, src, key=key, arrival_ms=arrival)]
+            got = nat.feed(raw, src, key=key, arrival_ms=arrival)
+        else:
+            want = [orjson.dumps(r) for r in py.advance(arg)]
+            got = nat.advance(arg)
+        assert got == want, f"op {i} {op}: {arg!r}"
+        assert nat.core.held_bytes == py.engine.held_bytes
+        assert nat.core.open_conversations == py.engine.open_conversations
+        assert nat.core.closed_ids == py.engine.closed_ids
+    want = [orjson.dumps(r) for r in py.flush("end_of_input", result_reason="no_call")]
+    assert nat.flush("end_of_input", result_reason="no_call") == want
+    assert nat.summary.as_dict() == py.summary.as_dict()
+    assert dict(nat.core.evictions) == {k: v for k, v in py.engine.evictions.items() if v}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_same_output_bytes_as_the_python_engine(scenario: tuple[EngineConfig, list[Any]]) -> None:
+    _run_both(*scenario)
+
+
+def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
+    """The benchmark's traffic (bench/datagen.py mix) with limits small enough to evict: identical
+    bytes, and every record read by the fast path (none handed to Python)."""
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import datagen  # noqa: PLC0415
+
+    ds = datagen.generate(60, 3000, drain=True)
+    cfg = EngineConfig(
+        call_timeout_ms=20_000, max_conversations=40, max_held_bytes=150_000, max_closed_ids=80
+    )
+    ops = [("feed", (raw, key.decode(), None)) for key, raw in ds.all]
+    _run_both(cfg, ops)
+    nat = native.NativePipeline(cfg)
+    for i, (key, raw) in enumerate(ds.all):
+        nat.feed(raw, {"offset": i}, key=key.decode())
+    assert nat.fallthrough == {}
+    assert nat.core.fast_records == nat.core.records
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_float_encoding_is_orjsons(x: float) -> None:
+    assert native._native.dumps_float(x) == orjson.dumps(x)
+
+
+@given(st.text())
+def test_string_encoding_is_orjsons(s: str) -> None:
+    assert native._native.dumps_str(s) == orjson.dumps(s)
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(_json, st.sampled_from(["orjson", "spaced", "ascii"]))
+def test_canonical_check_agrees_with_an_orjson_round_trip(value: Any, how: str) -> None:
+    """The splice rule: bytes are kept as they are only when orjson would write them back unchanged."""
+    try:
+        raw = {
+            "orjson": lambda: orjson.dumps(value),
+            "spaced": lambda: json.dumps(value, ensure_ascii=False).encode(),
+            "ascii": lambda: json.dumps(value, separators=(",", ":")).encode(),
+        }[how]()
+        round_trip = orjson.dumps(orjson.loads(raw))
+    except (TypeError, ValueError, OverflowError):
+        return  # not JSON orjson reads (an integer beyond 64 bits, an infinity): nothing to compare
+    assert native._native.is_canonical(raw) == (round_trip == raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a":1,"a":2}',  # orjson keeps the last: not the same bytes
+        b'{"a":"\\u00e9"}',  # orjson writes the character itself
+        b'{"a":"\\/"}',
+        b'{"a":1.50}',
+        b'{"a":-0}',
+        b'{"a":18446744073709551616}',
+        b'{"a": 1}',
+        orjson.dumps({f"k{i}": i for i in range(40)})[:-1] + b',"k3":0}',  # past the pairwise check
+    ],
+)
+def test_non_canonical_values_are_refused(raw: bytes) -> None:
+    assert not native._native.is_canonical(raw)
+
+
+def test_large_objects_without_duplicates_are_canonical() -> None:
+    assert native._native.is_canonical(orjson.dumps({f"k{i}": [i, {"k1": i}] for i in range(100)}))
+
+
+FAST = {
+    "canonical": {"conversation_id": "c", "type": "tool_call", "id": "a", "name": "n", "arguments": {}},
+    "anthropic": {
+        "conversation_id": "c",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "a", "name": "n", "input": {}}],
+        },
+    },
+    "claude_code": {
+        "type": "user",
+        "sessionId": "c",
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}],
+        },
+    },
+    "openai_chat": {
+        "conversation_id": "c",
+        "message": {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "n", "arguments": '{"x":1}'}}
+            ],
+        },
+    },
+    "openai_responses": {
+        "conversation_id": "c",
+        "type": "function_call_output",
+        "call_id": "a",
+        "output": "ok",
+    },
+    "openai_legacy": {"conversation_id": "c", "message": {"role": "function", "name": "n", "content": "ok"}},
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(FAST))
+def test_each_fast_format_is_read_without_python(fmt: str) -> None:
+    nat = native.NativePipeline()
+    raw = orjson.dumps(FAST[fmt])
+    want = [orjson.dumps(r) for r in Pipeline(Engine()).feed(raw, {"line": 1})]
+    assert nat.feed(raw, {"line": 1}) == want
+    assert nat.fallthrough == {}
+    assert nat.summary.events_by_format == {fmt: 1}
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (json.dumps(FAST["canonical"]).encode(), "not_canonical"),  # spaces orjson would drop
+        (b'{"conversation_id":"c","candidates":[{"content":{"parts":[]}}]}', "other_format"),  # Gemini
+        (b'{"conversation_id":"c","type":"tool_call","name":"n","ts":"15 June 2025"}', "ts"),
+        (b"[1]", "not_an_object"),
+    ],
+)
+def test_records_handed_to_python_are_counted_by_reason(raw: bytes, reason: str) -> None:
+    nat = native.NativePipeline()
+    py = Pipeline(Engine())
+    assert nat.feed(raw, {"line": 1}) == [orjson.dumps(r) for r in py.feed(raw, {"line": 1})]
+    assert nat.fallthrough == {reason: 1}
+
+
+def test_time_model_scenarios_match() -> None:
+    """The issue-11 time model, step by step: conversations hours apart keep their own clocks (no
+    cross-conversation timeout), an id-less result written before its call waits the grace and pairs
+    FIFO, a clock moved past a deadline fires it, and the processing-time tick closes a quiet one."""
+    hour = 3_600_000
+
+    def rec(conv: str, typ: str, ts: int, **kw: Any) -> tuple[bytes, None, None]:
+        body = {"conversation_id": conv, "type": typ, "ts": _iso(T0 + ts, "Z"), **kw}
+        return orjson.dumps(body), None, None
+
+    cfg = EngineConfig(call_timeout_ms=60_000, result_grace_ms=10_000)
+    ops: list[Any] = [
+        ("feed", rec("late", "tool_call", 0, id="a", name="read")),
+        ("feed", rec("early", "tool_call", 5 * hour, id="b", name="read")),  # hours ahead: no timeout
+        ("feed", rec("late", "tool_result", 1_000, id="a", content="ok")),  # still pairs by id
+        ("feed", rec("late", "tool_result", 2_000, name="write", content="x")),  # id-less, no call yet
+        ("feed", rec("late", "tool_call", 2_500, name="write")),  # takes it: fifo by name
+        ("feed", rec("late", "tool_call", 3_000, id="c", name="read")),
+        ("feed", rec("late", "tool_result", 200_000, name="shell", content="y")),  # clock passes c's deadline
+        ("advance", float(T0)),  # processing time starts: held events count from here
+        ("advance", float(T0 + 120_000)),  # quiet for longer than every timeout: all closed
+    ]
+    _run_both(cfg, ops)
+    py = Pipeline(Engine(cfg))
+    reasons = []
+    for i, (op, arg) in enumerate(ops):
+        out = py.feed(arg[0], {"line": i}) if op == "feed" else py.advance(arg)
+        reasons += [(r["kind"], r.get("reason") or r.get("fifo_by") or r["match"]) for r in out]
+    assert reasons == [
+        ("pair", "id"),
+        ("pair", "name"),
+        ("orphan_call", "timeout"),  # c: its own conversation's clock passed its deadline
+        ("orphan_result", "no_call"),  # the tick, oldest processing deadline first: grace 10 s
+        ("orphan_call", "timeout"),  # b: timeout 60 s of processing time
+    ]
+
+
+def test_canonical_result_with_id_and_call_id_reads_alike() -> None:
+    """On a result `call_id` wins over `id` in both cores (canonical.py)."""
+    nat = native.NativePipeline()
+    py = Pipeline(Engine())
+    lines = [
+        b'{"conversation_id":"c","type":"tool_call","id":"k2","name":"t","arguments":{}}',
+        b'{"conversation_id":"c","type":"tool_result","id":"evt-99","call_id":"k2","content":"x"}',
+    ]
+    for n, raw in enumerate(lines):
+        got = nat.feed(raw, {"line": n})
+        assert got == [orjson.dumps(r) for r in py.feed(raw, {"line": n})]
+    assert nat.fallthrough == {}
+    assert b'"match":"id"' in got[0]
