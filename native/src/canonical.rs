@@ -14,9 +14,17 @@ pub struct FormatCfg {
     /// (first key, remaining keys) per configured conversation-id path.
     pub conversation_paths: Vec<(String, Vec<String>)>,
     pub max_record_bytes: usize,
+    /// formats.FormatConfig.max_id_bytes: longer ids are left to the Python layer (a dead letter).
+    pub max_id_bytes: usize,
 }
 
-const TS_FIELDS: [&[u8]; 5] = [b"ts", b"timestamp", b"created_at", b"created", b"createTime"];
+const TS_FIELDS: [&[u8]; 5] = [
+    b"ts",
+    b"timestamp",
+    b"created_at",
+    b"created",
+    b"createTime",
+];
 const MAX_MS: f64 = 253_402_300_800_000.0;
 
 pub fn get<'a>(m: &'a [Member<'a>], key: &[u8]) -> Option<&'a Member<'a>> {
@@ -65,7 +73,12 @@ pub fn as_id(s: Scalar) -> Result<Option<String>, &'static str> {
     }
 }
 
-pub fn conversation_id(b: &[u8], m: &[Member], cfg: &FormatCfg, key: Option<&str>) -> Result<String, &'static str> {
+pub fn conversation_id(
+    b: &[u8],
+    m: &[Member],
+    cfg: &FormatCfg,
+    key: Option<&str>,
+) -> Result<String, &'static str> {
     for (first, rest) in &cfg.conversation_paths {
         let mem = get(m, first.as_bytes());
         let Some(mem) = mem else { continue };
@@ -107,11 +120,21 @@ fn digits(s: &[u8]) -> Option<i64> {
 /// `datetime.fromisoformat(s).timestamp() * 1000.0` computes it. Other spellings (which
 /// `fromisoformat` may still accept) are left to Python.
 fn iso_ms(s: &[u8]) -> Option<f64> {
-    if s.len() < 20 || s[4] != b'-' || s[7] != b'-' || s[10] != b'T' || s[13] != b':' || s[16] != b':' {
+    if s.len() < 20
+        || s[4] != b'-'
+        || s[7] != b'-'
+        || s[10] != b'T'
+        || s[13] != b':'
+        || s[16] != b':'
+    {
         return None;
     }
     let (y, mo, d) = (digits(&s[0..4])?, digits(&s[5..7])?, digits(&s[8..10])?);
-    let (h, mi, se) = (digits(&s[11..13])?, digits(&s[14..16])?, digits(&s[17..19])?);
+    let (h, mi, se) = (
+        digits(&s[11..13])?,
+        digits(&s[14..16])?,
+        digits(&s[17..19])?,
+    );
     let mut p = 19;
     let mut us = 0i64;
     if s[p] == b'.' {
@@ -135,15 +158,33 @@ fn iso_ms(s: &[u8]) -> Option<f64> {
                 return None;
             }
             let v = oh * 3600 + om * 60;
-            if t[0] == b'-' { -v } else { v }
+            if t[0] == b'-' {
+                -v
+            } else {
+                v
+            }
         }
         _ => return None,
     };
-    if !(1..=12).contains(&mo) || d < 1 || h > 23 || mi > 59 || se > 59 || !(1..=9999).contains(&y) {
+    if !(1..=12).contains(&mo) || d < 1 || h > 23 || mi > 59 || se > 59 || !(1..=9999).contains(&y)
+    {
         return None;
     }
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let mdays = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let mdays = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     if d > mdays[(mo - 1) as usize] {
         return None;
     }
@@ -195,9 +236,15 @@ pub fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
                 let is_int = !v.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
                 if is_int {
                     // Python: an int times/divided by a float, i.e. float(int) first.
-                    std::str::from_utf8(v).ok().and_then(|t| t.parse::<i128>().ok()).map(int_epoch_to_ms)
+                    std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|t| t.parse::<i128>().ok())
+                        .map(int_epoch_to_ms)
                 } else {
-                    std::str::from_utf8(v).ok().and_then(|t| t.parse::<f64>().ok()).map(epoch_to_ms)
+                    std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok())
+                        .map(epoch_to_ms)
                 }
                 .filter(|ms| (0.0..MAX_MS).contains(ms))
             }
@@ -210,7 +257,12 @@ pub fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
 
 /// Reads one record: a top-level canonical event here, the wrapped message shapes in
 /// messages.rs. `Ok(events)` (never empty), or `Err(reason)` to hand the record to Python.
-pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> Result<Vec<Event>, &'static str> {
+pub fn parse(
+    raw: &[u8],
+    source: &[u8],
+    key: Option<&str>,
+    cfg: &FormatCfg,
+) -> Result<Vec<Event>, &'static str> {
     if raw.len() > cfg.max_record_bytes {
         return Err("too_large");
     }
@@ -244,7 +296,11 @@ pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> R
     let conversation_id = conversation_id(raw, &m, cfg, key)?;
     let ts_ms = record_ts(raw, &m)?;
     // On a result `call_id` wins over `id` (canonical.py says why); on a call `id` wins.
-    let (first, second): (&[u8], &[u8]) = if is_call { (b"id", b"call_id") } else { (b"call_id", b"id") };
+    let (first, second): (&[u8], &[u8]) = if is_call {
+        (b"id", b"call_id")
+    } else {
+        (b"call_id", b"id")
+    };
     let id_mem = match get(&m, first) {
         Some(x) if raw[x.start] != b'n' => Some(x),
         _ => get(&m, second),
@@ -265,8 +321,22 @@ pub fn parse(raw: &[u8], source: &[u8], key: Option<&str>, cfg: &FormatCfg) -> R
         Some(x) => &raw[x.start..x.end],
         None => b"null",
     };
-    let part = Part { is_call, id, name, payload: payload.into(), is_error, block: &raw[start..end], format: b"canonical" };
-    Ok(vec![part.event(conversation_id, ts_ms, source, 0, raw.len().max(1))])
+    let part = Part {
+        is_call,
+        id,
+        name,
+        payload: payload.into(),
+        is_error,
+        block: &raw[start..end],
+        format: b"canonical",
+    };
+    Ok(vec![part.event(
+        conversation_id,
+        ts_ms,
+        source,
+        0,
+        raw.len().max(1),
+    )])
 }
 
 /// `as_name`: the trimmed name; a call needs one (Python raises: left to it).
@@ -298,9 +368,25 @@ pub struct Part<'a> {
 }
 
 impl Part<'_> {
-    pub fn event(self, conversation_id: String, ts_ms: Option<f64>, source: &[u8], index: i64, size: usize) -> Event {
-        let mut side = Vec::with_capacity(self.payload.len() + self.block.len() + source.len() + 160);
-        side_prefix(&mut side, self.id.as_deref(), self.name.as_deref(), self.format, ts_ms, source, index);
+    pub fn event(
+        self,
+        conversation_id: String,
+        ts_ms: Option<f64>,
+        source: &[u8],
+        index: i64,
+        size: usize,
+    ) -> Event {
+        let mut side =
+            Vec::with_capacity(self.payload.len() + self.block.len() + source.len() + 160);
+        side_prefix(
+            &mut side,
+            self.id.as_deref(),
+            self.name.as_deref(),
+            self.format,
+            ts_ms,
+            source,
+            index,
+        );
         if self.is_call {
             side.extend_from_slice(b",\"arguments\":");
             side.extend_from_slice(&self.payload);

@@ -65,7 +65,13 @@ struct Held {
 
 impl Held {
     fn bare(ev: Event, ts_ms: Option<f64>, conv: usize) -> Held {
-        Held { ev: Box::new(ev), ts_ms, deadline_ms: f64::INFINITY, p_deadline_ms: f64::INFINITY, conv }
+        Held {
+            ev: Box::new(ev),
+            ts_ms,
+            deadline_ms: f64::INFINITY,
+            p_deadline_ms: f64::INFINITY,
+            conv,
+        }
     }
 }
 
@@ -85,7 +91,10 @@ impl PartialOrd for Timer {
 impl Ord for Timer {
     fn cmp(&self, o: &Self) -> Ordering {
         // As Python compares floats (-0.0 == 0.0), not total_cmp.
-        self.0.partial_cmp(&o.0).unwrap_or(Ordering::Equal).then(self.1.cmp(&o.1))
+        self.0
+            .partial_cmp(&o.0)
+            .unwrap_or(Ordering::Equal)
+            .then(self.1.cmp(&o.1))
     }
 }
 
@@ -117,7 +126,9 @@ impl Conv {
         self.open_calls.is_empty() && self.pending.is_empty() && self.early.is_empty()
     }
     fn held_count(&self) -> usize {
-        self.open_calls.len() + self.pending.values().map(Vec::len).sum::<usize>() + self.early.len()
+        self.open_calls.len()
+            + self.pending.values().map(Vec::len).sum::<usize>()
+            + self.early.len()
     }
     fn held_seqs(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self.open_calls.iter().copied().collect();
@@ -166,7 +177,10 @@ impl HeldMap {
     }
     /// The held seqs, oldest first.
     fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
-        self.order.iter().copied().filter(|s| self.map.contains_key(s))
+        self.order
+            .iter()
+            .copied()
+            .filter(|s| self.map.contains_key(s))
     }
     fn len(&self) -> usize {
         self.map.len()
@@ -220,6 +234,9 @@ pub struct Engine {
     p_origin_ms: f64,
     next_sweep_ms: f64,
     pub held_bytes: i64,
+    /// Characters of the conversation ids and closed call ids kept (engine.py `id_bytes`): input
+    /// can make them large and they outlive their events, so they count against max_held_bytes.
+    pub id_bytes: i64,
     pub open_calls: i64,
     pub pending_results: i64,
     pub evictions: IndexMap<&'static str, u64>,
@@ -246,6 +263,7 @@ impl Engine {
             p_origin_ms: f64::NEG_INFINITY,
             next_sweep_ms: f64::NEG_INFINITY,
             held_bytes: 0,
+            id_bytes: 0,
             open_calls: 0,
             pending_results: 0,
             evictions: IndexMap::default(),
@@ -299,12 +317,14 @@ impl Engine {
         self.held.clear();
         self.clear_convs();
         self.held_bytes = 0;
+        self.id_bytes = 0;
         self.open_calls = 0;
         self.pending_results = 0;
         n
     }
 
     fn clear_convs(&mut self) {
+        self.id_bytes = 0;
         self.slab.clear();
         self.free.clear();
         self.by_id.clear();
@@ -339,7 +359,12 @@ impl Engine {
                     let res = self.release(first).expect("held result");
                     self.next_seq(); // the Python engine numbers the late call's Held too
                     self.emit_pair(Held::bare(call, ts, conv), res, "id", None, out);
-                    let dups: Vec<u64> = self.conv(conv).pending.get(&cid).cloned().unwrap_or_default();
+                    let dups: Vec<u64> = self
+                        .conv(conv)
+                        .pending
+                        .get(&cid)
+                        .cloned()
+                        .unwrap_or_default();
                     for d in dups {
                         self.emit_orphan_seq(d, "duplicate_result", out);
                     }
@@ -385,18 +410,36 @@ impl Engine {
             if let Some(&(paired, _)) = self.conv(conv).closed.get(&rid) {
                 self.next_seq();
                 let res = Held::bare(result, ts, conv);
-                self.emit_orphan(res, if paired { "duplicate_result" } else { "late_result" }, out);
+                self.emit_orphan(
+                    res,
+                    if paired {
+                        "duplicate_result"
+                    } else {
+                        "late_result"
+                    },
+                    out,
+                );
                 return;
             }
             let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
-            self.conv_mut(conv).pending.entry(rid).or_default().push(seq);
+            self.conv_mut(conv)
+                .pending
+                .entry(rid)
+                .or_default()
+                .push(seq);
             self.pending_results += 1;
             return;
         }
         if let Some((seq, by)) = self.fifo_candidate(conv, result.name.as_deref()) {
             let call_held = self.release(seq).expect("held call");
             self.next_seq();
-            self.emit_pair(call_held, Held::bare(result, ts, conv), "fifo", Some(by), out);
+            self.emit_pair(
+                call_held,
+                Held::bare(result, ts, conv),
+                "fifo",
+                Some(by),
+                out,
+            );
             return;
         }
         // No call it could pair with yet: wait the grace for one, as a result with an unknown id does.
@@ -414,7 +457,14 @@ impl Engine {
         };
         let mut unnamed = None;
         for seq in &c.early {
-            match self.held.get(seq).expect("early result is held").ev.name.as_deref() {
+            match self
+                .held
+                .get(seq)
+                .expect("early result is held")
+                .ev
+                .name
+                .as_deref()
+            {
                 Some(n) if n == name => return Some((*seq, "name")),
                 None if unnamed.is_none() => unnamed = Some(*seq),
                 _ => {}
@@ -431,7 +481,13 @@ impl Engine {
         };
         let mut unnamed = None;
         for seq in &c.open_calls {
-            let call_name = self.held.get(seq).expect("open call is held").ev.name.as_deref();
+            let call_name = self
+                .held
+                .get(seq)
+                .expect("open call is held")
+                .ev
+                .name
+                .as_deref();
             match call_name {
                 Some(n) if n == name => return Some((*seq, "name")),
                 None if unnamed.is_none() => unnamed = Some(*seq),
@@ -460,8 +516,16 @@ impl Engine {
             let c = self.conv(i);
             (c.prev, c.next)
         };
-        if p == NIL { self.lru_head = n } else { self.conv_mut(p).next = n }
-        if n == NIL { self.lru_tail = p } else { self.conv_mut(n).prev = p }
+        if p == NIL {
+            self.lru_head = n
+        } else {
+            self.conv_mut(p).next = n
+        }
+        if n == NIL {
+            self.lru_tail = p
+        } else {
+            self.conv_mut(n).prev = p
+        }
     }
 
     fn lru_push_back(&mut self, i: usize) {
@@ -471,7 +535,11 @@ impl Engine {
             c.prev = tail;
             c.next = NIL;
         }
-        if tail == NIL { self.lru_head = i } else { self.conv_mut(tail).next = i }
+        if tail == NIL {
+            self.lru_head = i
+        } else {
+            self.conv_mut(tail).next = i
+        }
         self.lru_tail = i;
     }
 
@@ -499,6 +567,7 @@ impl Engine {
                     self.forget_closed(lru);
                     self.remove_conv(lru);
                 }
+                self.id_bytes += cid.chars().count() as i64;
                 let conv = Conv {
                     cid: cid.to_owned(),
                     calls_by_id: HashMap::default(),
@@ -551,9 +620,22 @@ impl Engine {
         let seq = self.next_seq();
         let deadline = ts.map_or(f64::INFINITY, |t| t + timeout);
         let p_now = self.processing_ms;
-        let p_deadline = if p_now == f64::NEG_INFINITY { f64::INFINITY } else { p_now + timeout };
+        let p_deadline = if p_now == f64::NEG_INFINITY {
+            f64::INFINITY
+        } else {
+            p_now + timeout
+        };
         self.held_bytes += held_cost(&self.cfg, ev.size);
-        self.held.insert(seq, Held { ev: Box::new(ev), ts_ms: ts, deadline_ms: deadline, p_deadline_ms: p_deadline, conv });
+        self.held.insert(
+            seq,
+            Held {
+                ev: Box::new(ev),
+                ts_ms: ts,
+                deadline_ms: deadline,
+                p_deadline_ms: p_deadline,
+                conv,
+            },
+        );
         if deadline != f64::INFINITY {
             let c = self.slab[conv].as_ref().expect("live conversation");
             if c.timers.len() > TIMERS_REBUILD_OVER && c.timers.len() > 2 * c.held_count() + 8 {
@@ -567,7 +649,9 @@ impl Engine {
                     .collect();
                 self.conv_mut(conv).timers = live;
             }
-            self.conv_mut(conv).timers.push(Reverse(Timer(deadline, seq)));
+            self.conv_mut(conv)
+                .timers
+                .push(Reverse(Timer(deadline, seq)));
         }
         if p_deadline != f64::INFINITY {
             self.heap.push(Reverse(Timer(p_deadline, seq)));
@@ -611,6 +695,8 @@ impl Engine {
         let c = self.slab[conv].as_mut().expect("live conversation");
         if let Some((_, old)) = c.closed.shift_remove(cid) {
             self.closed.remove(&old);
+        } else {
+            self.id_bytes += cid.chars().count() as i64;
         }
         c.closed.insert(cid.to_owned(), (paired, stamp));
         let over = c.closed.len() > self.cfg.max_closed_ids_per_conversation;
@@ -620,7 +706,12 @@ impl Engine {
             self.drop_closed(conv, &first);
         }
         while self.closed.len() > self.cfg.max_closed_ids {
-            let (_, (c, id)) = self.closed.iter().next().map(|(k, v)| (*k, v.clone())).unwrap();
+            let (_, (c, id)) = self
+                .closed
+                .iter()
+                .next()
+                .map(|(k, v)| (*k, v.clone()))
+                .unwrap();
             self.drop_closed(c, &id);
         }
     }
@@ -629,6 +720,7 @@ impl Engine {
         let c = self.slab[conv].as_mut().expect("live conversation");
         if let Some((_, stamp)) = c.closed.shift_remove(cid) {
             self.closed.remove(&stamp);
+            self.id_bytes -= cid.chars().count() as i64;
         }
         if c.closed.is_empty() {
             c.closed = IndexMap::default();
@@ -636,17 +728,34 @@ impl Engine {
     }
 
     fn forget_closed(&mut self, conv: usize) {
-        let stamps: Vec<u64> = self.conv(conv).closed.values().map(|v| v.1).collect();
+        let c = self.conv(conv);
+        let stamps: Vec<u64> = c.closed.values().map(|v| v.1).collect();
+        let chars: i64 = c
+            .closed
+            .keys()
+            .map(|k| k.chars().count() as i64)
+            .sum::<i64>()
+            + c.cid.chars().count() as i64;
         for s in stamps {
             self.closed.remove(&s);
         }
+        self.id_bytes -= chars;
     }
 
     fn enforce_bytes(&mut self, out: &mut Out) {
-        while self.held_bytes > self.cfg.max_held_bytes {
-            let Some(first) = self.held.oldest() else { break };
+        let limit = self.cfg.max_held_bytes;
+        while self.held_bytes + self.id_bytes > limit {
+            let Some(first) = self.held.oldest() else {
+                break;
+            };
             *self.evictions.entry("held_bytes").or_insert(0) += 1;
             self.emit_orphan_seq(first, "evicted", out);
+        }
+        // Nothing held and still over: forget the least recently used idle conversations' ids.
+        while self.id_bytes > limit && self.lru_head != NIL {
+            let i = self.lru_head;
+            self.forget_closed(i);
+            self.remove_conv(i);
         }
     }
 
@@ -655,13 +764,17 @@ impl Engine {
     fn fire_conversation(&mut self, conv: usize, clock: f64, out: &mut Out) {
         loop {
             let c = self.conv_mut(conv);
-            let Some(Reverse(Timer(deadline, seq))) = c.timers.peek() else { return };
+            let Some(Reverse(Timer(deadline, seq))) = c.timers.peek() else {
+                return;
+            };
             if *deadline > clock {
                 return;
             }
             let (deadline, seq) = (*deadline, *seq);
             c.timers.pop();
-            let Some(h) = self.held.get(&seq) else { continue };
+            let Some(h) = self.held.get(&seq) else {
+                continue;
+            };
             if h.deadline_ms != deadline {
                 continue; // already paired or emitted: a stale timer
             }
@@ -682,7 +795,12 @@ impl Engine {
             for h in self.held.map.values_mut() {
                 h.p_deadline_ms = now + if h.ev.is_call { call_timeout } else { grace };
             }
-            self.heap = self.held.map.iter().map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s))).collect();
+            self.heap = self
+                .held
+                .map
+                .iter()
+                .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
+                .collect();
         }
         self.processing_ms = now;
         while let Some(Reverse(Timer(deadline, seq))) = self.heap.peek() {
@@ -691,7 +809,9 @@ impl Engine {
             }
             let (deadline, seq) = (*deadline, *seq);
             self.heap.pop();
-            let Some(h) = self.held.get(&seq) else { continue };
+            let Some(h) = self.held.get(&seq) else {
+                continue;
+            };
             if h.p_deadline_ms != deadline {
                 continue;
             }
@@ -699,7 +819,12 @@ impl Engine {
             self.emit_orphan_seq(seq, reason, out);
         }
         if self.heap.len() > 2 * self.held.len() + 1024 {
-            self.heap = self.held.map.iter().map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s))).collect();
+            self.heap = self
+                .held
+                .map
+                .iter()
+                .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
+                .collect();
         }
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + IDLE_SWEEP_EVERY_MS;
@@ -732,7 +857,14 @@ impl Engine {
         }
     }
 
-    fn emit_pair(&mut self, call: Held, result: Held, how: &str, fifo_by: Option<&str>, out: &mut Out) {
+    fn emit_pair(
+        &mut self,
+        call: Held,
+        result: Held,
+        how: &str,
+        fifo_by: Option<&str>,
+        out: &mut Out,
+    ) {
         let conv = call.conv;
         if let Some(id) = &call.ev.id {
             let id = id.clone();
@@ -796,7 +928,11 @@ impl Engine {
             }
         }
         let ev = &h.ev;
-        let kind = if ev.is_call { "orphan_call" } else { "orphan_result" };
+        let kind = if ev.is_call {
+            "orphan_call"
+        } else {
+            "orphan_result"
+        };
         let r = &mut out.buf;
         r.extend_from_slice(b"{\"kind\":\"");
         r.extend_from_slice(kind.as_bytes());

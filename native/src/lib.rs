@@ -6,8 +6,8 @@
 //! share one pairing state.
 
 mod canonical;
-mod messages;
 mod engine;
+mod messages;
 mod out;
 mod pairid;
 mod scan;
@@ -35,10 +35,19 @@ struct Core {
 }
 
 fn to_list<'py>(py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, out.records().collect::<Vec<_>>().into_iter().map(|r| PyBytes::new(py, r)))
+    PyList::new(
+        py,
+        out.records()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|r| PyBytes::new(py, r)),
+    )
 }
 
-fn counter<'py, K: AsRef<str>, S>(py: Python<'py>, m: &IndexMap<K, u64, S>) -> PyResult<Bound<'py, PyDict>> {
+fn counter<'py, K: AsRef<str>, S>(
+    py: Python<'py>,
+    m: &IndexMap<K, u64, S>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in m {
         d.set_item(k.as_ref(), *v)?;
@@ -66,7 +75,9 @@ impl Core {
                 v.push(b':');
                 if let Ok(s) = val.downcast_exact::<PyString>() {
                     out::write_str(&mut v, s.to_str()?);
-                } else if let (true, Ok(n)) = (val.is_exact_instance_of::<PyInt>(), val.extract::<i64>()) {
+                } else if let (true, Ok(n)) =
+                    (val.is_exact_instance_of::<PyInt>(), val.extract::<i64>())
+                {
                     v.extend_from_slice(n.to_string().as_bytes());
                 } else {
                     plain = false;
@@ -84,7 +95,10 @@ impl Core {
     }
 
     fn count_event(&mut self, is_call: bool, format: &str) {
-        *self.events.entry(if is_call { "tool_call" } else { "tool_result" }).or_insert(0) += 1;
+        *self
+            .events
+            .entry(if is_call { "tool_call" } else { "tool_result" })
+            .or_insert(0) += 1;
         if let Some(n) = self.events_by_format.get_mut(format) {
             *n += 1;
         } else {
@@ -99,7 +113,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
         max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
-        conversation_fields, max_record_bytes, held_cost))]
+        conversation_fields, max_record_bytes, held_cost, max_id_bytes=1024))]
     fn new(
         call_timeout_ms: f64,
         result_grace_ms: f64,
@@ -112,6 +126,7 @@ impl Core {
         conversation_fields: Vec<String>,
         max_record_bytes: usize,
         held_cost: (f64, i64),
+        max_id_bytes: usize,
         py: Python<'_>,
     ) -> PyResult<Self> {
         let dumps = py.import("orjson")?.getattr("dumps")?.unbind();
@@ -136,7 +151,11 @@ impl Core {
                 held_bytes_per_input_byte: held_cost.0,
                 held_bytes_per_event: held_cost.1,
             }),
-            fmt: FormatCfg { conversation_paths, max_record_bytes },
+            fmt: FormatCfg {
+                conversation_paths,
+                max_record_bytes,
+                max_id_bytes,
+            },
             fast_records: 0,
             fallthrough: IndexMap::new(),
             events: IndexMap::new(),
@@ -165,7 +184,22 @@ impl Core {
             let mut me = slf.borrow_mut();
             me.records += 1;
             let src = me.encode_source(source)?;
-            match canonical::parse(raw, &src, key, &me.fmt) {
+            // An id, tool name or conversation id over --max-id-bytes is the Python layer's dead
+            // letter (formats._check_id_lengths): hand such a record over rather than re-word it.
+            let parsed = canonical::parse(raw, &src, key, &me.fmt).and_then(|events| {
+                let limit = me.fmt.max_id_bytes;
+                let long = events.iter().any(|ev| {
+                    ev.conversation_id.len() > limit
+                        || ev.id.as_ref().is_some_and(|x| x.len() > limit)
+                        || ev.name.as_ref().is_some_and(|x| x.len() > limit)
+                });
+                if long {
+                    Err("long_id")
+                } else {
+                    Ok(events)
+                }
+            });
+            match parsed {
                 Ok(events) => {
                     me.fast_records += 1;
                     let mut out = std::mem::take(&mut me.out);
@@ -187,8 +221,16 @@ impl Core {
             me.fallback.as_ref().map(|f| f.clone_ref(py))
         };
         match fallback {
-            Some(f) => f.bind(py).call1((PyBytes::new(py, raw), source, key, arrival_ms, PyBytes::new(py, &src))),
-            None => Err(pyo3::exceptions::PyRuntimeError::new_err("no fallback set for records the fast path does not read")),
+            Some(f) => f.bind(py).call1((
+                PyBytes::new(py, raw),
+                source,
+                key,
+                arrival_ms,
+                PyBytes::new(py, &src),
+            )),
+            None => Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "no fallback set for records the fast path does not read",
+            )),
         }
     }
 
@@ -220,7 +262,15 @@ impl Core {
         arrival_ms: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut side = Vec::with_capacity(payload.len() + raw.len() + source.len() + 160);
-        canonical::side_prefix(&mut side, id.as_deref(), name.as_deref(), format.as_bytes(), ts_ms, source, block);
+        canonical::side_prefix(
+            &mut side,
+            id.as_deref(),
+            name.as_deref(),
+            format.as_bytes(),
+            ts_ms,
+            source,
+            block,
+        );
         if is_call {
             side.extend_from_slice(b",\"arguments\":");
             side.extend_from_slice(payload);
@@ -237,7 +287,18 @@ impl Core {
         side.extend_from_slice(raw);
         side.push(b'}');
         self.count_event(is_call, format);
-        let ev = Event { is_call, conversation_id, id, name, ts_ms, size, block, side, source: source.to_vec(), format: "" };
+        let ev = Event {
+            is_call,
+            conversation_id,
+            id,
+            name,
+            ts_ms,
+            size,
+            block,
+            side,
+            source: source.to_vec(),
+            format: "",
+        };
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.engine.process(ev, arrival_ms, &mut out);
@@ -256,7 +317,12 @@ impl Core {
     }
 
     #[pyo3(signature = (reason="shutdown", result_reason=None))]
-    fn flush<'py>(&mut self, py: Python<'py>, reason: &str, result_reason: Option<&str>) -> PyResult<Bound<'py, PyList>> {
+    fn flush<'py>(
+        &mut self,
+        py: Python<'py>,
+        reason: &str,
+        result_reason: Option<&str>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.engine.flush(reason, result_reason, &mut out);

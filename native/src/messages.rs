@@ -28,7 +28,9 @@ pub fn responses_item(
     key: Option<&str>,
     cfg: &FormatCfg,
 ) -> Result<Vec<Event>, &'static str> {
-    let t = get(top, b"type").map(|t| &raw[t.start..t.end]).ok_or("other_format")?;
+    let t = get(top, b"type")
+        .map(|t| &raw[t.start..t.end])
+        .ok_or("other_format")?;
     if get(top, b"message").is_some() {
         return Err("other_format"); // its timestamp may come from the message: left to Python
     }
@@ -61,7 +63,13 @@ pub fn responses_item(
     };
     let conversation_id = conversation_id(raw, top, cfg, key)?;
     let ts_ms = record_ts(raw, top)?;
-    Ok(vec![part.event(conversation_id, ts_ms, source, 0, raw.len().max(1))])
+    Ok(vec![part.event(
+        conversation_id,
+        ts_ms,
+        source,
+        0,
+        raw.len().max(1),
+    )])
 }
 
 pub fn parse(
@@ -71,7 +79,9 @@ pub fn parse(
     key: Option<&str>,
     cfg: &FormatCfg,
 ) -> Result<Vec<Event>, &'static str> {
-    let msg = get(top, b"message").filter(|x| is_obj(raw, x)).ok_or("other_format")?;
+    let msg = get(top, b"message")
+        .filter(|x| is_obj(raw, x))
+        .ok_or("other_format")?;
     let mm = scan::members(raw, msg.start).ok_or("not_canonical")?;
     let parts = match get(top, b"type").map(|t| &raw[t.start..t.end]) {
         None | Some(b"null") => {
@@ -104,10 +114,16 @@ pub fn parse(
 }
 
 /// `_dispatch(message, "message.", top=False)` for the shapes read here.
-fn dispatch_inner<'a>(b: &'a [u8], mm: &[Member<'a>], msg: &Member) -> Result<Vec<Part<'a>>, &'static str> {
+fn dispatch_inner<'a>(
+    b: &'a [u8],
+    mm: &[Member<'a>],
+    msg: &Member,
+) -> Result<Vec<Part<'a>>, &'static str> {
     match get(mm, b"type").map(|t| &b[t.start..t.end]) {
         None | Some(b"null") => {}
-        Some(b"\"message\"") if get(mm, b"content").is_some() => return message(b, mm, msg, b"anthropic"),
+        Some(b"\"message\"") if get(mm, b"content").is_some() => {
+            return message(b, mm, msg, b"anthropic")
+        }
         _ => return Err("other_format"),
     }
     if get(mm, b"jsonrpc").is_some()
@@ -185,14 +201,20 @@ fn message<'a>(
 
 const CALL_TYPES: [&[u8]; 3] = [b"\"tool_use\"", b"\"server_tool_use\"", b"\"mcp_tool_use\""];
 
-fn anthropic_blocks<'a>(b: &'a [u8], content: &Member, fmt: &'static [u8]) -> Result<Vec<Part<'a>>, &'static str> {
+fn anthropic_blocks<'a>(
+    b: &'a [u8],
+    content: &Member,
+    fmt: &'static [u8],
+) -> Result<Vec<Part<'a>>, &'static str> {
     let mut out = Vec::new();
     for (s, e) in scan::elements(b, content.start).ok_or("not_canonical")? {
         if b[s] != b'{' {
             return Err("field_type");
         }
         let bm = scan::members(b, s).ok_or("not_canonical")?;
-        let bt = get(&bm, b"type").map(|t| &b[t.start..t.end]).ok_or("other_format")?;
+        let bt = get(&bm, b"type")
+            .map(|t| &b[t.start..t.end])
+            .ok_or("other_format")?;
         if bt[0] != b'"' {
             return Err("other_format"); // Bedrock blocks (no type) or a wrong type: Python decides
         }
@@ -239,7 +261,9 @@ fn chat_calls<'a>(b: &'a [u8], tool_calls: &Member) -> Result<Vec<Part<'a>>, &'s
             return Err("field_type");
         }
         let tm = scan::members(b, s).ok_or("not_canonical")?;
-        let f = present(&tm, b, b"function").filter(|x| is_obj(b, x)).ok_or("other_format")?;
+        let f = present(&tm, b, b"function")
+            .filter(|x| is_obj(b, x))
+            .ok_or("other_format")?;
         let fm = scan::members(b, f.start).ok_or("not_canonical")?;
         let payload = arguments(b, get(&fm, b"arguments"))?;
         out.push(Part {

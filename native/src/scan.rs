@@ -20,7 +20,12 @@ pub struct Member<'a> {
 
 /// Checks `b` (already valid UTF-8) for one canonical value at `pos`; returns where it ends.
 /// `members`, when given and the value is an object, receives its members.
-pub fn value<'a>(b: &'a [u8], pos: usize, depth: u32, members: Option<&mut Vec<Member<'a>>>) -> Option<usize> {
+pub fn value<'a>(
+    b: &'a [u8],
+    pos: usize,
+    depth: u32,
+    members: Option<&mut Vec<Member<'a>>>,
+) -> Option<usize> {
     match *b.get(pos)? {
         b'{' => object(b, pos, depth + 1, members),
         b'[' => array(b, pos, depth + 1),
@@ -37,7 +42,12 @@ fn literal(b: &[u8], pos: usize, word: &[u8]) -> Option<usize> {
     (b.get(pos..pos + word.len())? == word).then_some(pos + word.len())
 }
 
-fn object<'a>(b: &'a [u8], pos: usize, depth: u32, mut members: Option<&mut Vec<Member<'a>>>) -> Option<usize> {
+fn object<'a>(
+    b: &'a [u8],
+    pos: usize,
+    depth: u32,
+    mut members: Option<&mut Vec<Member<'a>>>,
+) -> Option<usize> {
     if depth > MAX_DEPTH {
         return None;
     }
@@ -74,7 +84,11 @@ fn object<'a>(b: &'a [u8], pos: usize, depth: u32, mut members: Option<&mut Vec<
         let vstart = kend + 1;
         let vend = value(b, vstart, depth, None)?;
         if let Some(m) = members.as_deref_mut() {
-            m.push(Member { key, start: vstart, end: vend });
+            m.push(Member {
+                key,
+                start: vstart,
+                end: vend,
+            });
         }
         match *b.get(vend)? {
             b',' => p = vend + 1,
@@ -121,23 +135,21 @@ pub fn string(b: &[u8], pos: usize) -> Option<usize> {
         let c = *b.get(p)?;
         match c {
             b'"' => return Some(p + 1),
-            b'\\' => {
-                match *b.get(p + 1)? {
-                    b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r' => p += 2,
-                    b'u' => {
-                        let hex = b.get(p + 2..p + 6)?;
-                        if &hex[..2] != b"00" {
-                            return None;
-                        }
-                        let v = hexval(hex[2])? * 16 + hexval(hex[3])?;
-                        if v >= 0x20 || matches!(v, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
-                            return None;
-                        }
-                        p += 6;
+            b'\\' => match *b.get(p + 1)? {
+                b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r' => p += 2,
+                b'u' => {
+                    let hex = b.get(p + 2..p + 6)?;
+                    if &hex[..2] != b"00" {
+                        return None;
                     }
-                    _ => return None,
+                    let v = hexval(hex[2])? * 16 + hexval(hex[3])?;
+                    if v >= 0x20 || matches!(v, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                        return None;
+                    }
+                    p += 6;
                 }
-            }
+                _ => return None,
+            },
             0..=0x1f => return None,
             _ => p += 1,
         }
@@ -224,7 +236,11 @@ fn number(b: &[u8], pos: usize) -> Option<usize> {
         return None;
     }
     let v: i128 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    let ok = if neg { v != 0 && -v >= i64::MIN as i128 } else { v <= u64::MAX as i128 };
+    let ok = if neg {
+        v != 0 && -v >= i64::MIN as i128
+    } else {
+        v <= u64::MAX as i128
+    };
     ok.then_some(p)
 }
 

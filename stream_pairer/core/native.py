@@ -76,6 +76,7 @@ class NativePipeline:
             max_closed_ids=cfg.max_closed_ids,
             conversation_fields=list(format_config.conversation_fields),
             max_record_bytes=format_config.max_record_bytes,
+            max_id_bytes=format_config.max_id_bytes,
             # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
             held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
         )

@@ -437,3 +437,22 @@ def test_canonical_result_with_id_and_call_id_reads_alike() -> None:
         assert got == [orjson.dumps(r) for r in py.feed(raw, {"line": n})]
     assert nat.fallthrough == {}
     assert b'"match":"id"' in got[0]
+
+
+@pytest.mark.parametrize("field", ["conversation_id", "id", "name"])
+def test_an_id_over_max_id_bytes_is_the_same_dead_letter(field: str) -> None:
+    """--max-id-bytes (issue 13): the fast path hands such a record to Python, which dead-letters it."""
+    rec: dict[str, object] = {
+        "conversation_id": "c",
+        "type": "tool_call",
+        "id": "a",
+        "name": "n",
+        "arguments": {},
+    }
+    rec[field] = "x" * 2000
+    raw = orjson.dumps(rec)
+    nat = native.NativePipeline()
+    want = [orjson.dumps(r) for r in Pipeline(Engine()).feed(raw, {"line": 1})]
+    assert [orjson.loads(w)["kind"] for w in want] == ["dead_letter"]
+    assert nat.feed(raw, {"line": 1}) == want
+    assert nat.fallthrough == {"long_id": 1}

@@ -10,9 +10,7 @@ STREAM_PAIRER_TRIAL_SEED=N reproduces a run.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +25,7 @@ from stream_pairer.cli.app import main
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline
 from tests.integration.conftest import require_kafka
-
-SEED = int(os.environ.get("STREAM_PAIRER_TRIAL_SEED", int(time.time())))
-
-
-def check(result: ft.TrialResult, exactly_once: bool, seed: int) -> None:
-    where = f"seed {seed}: {result.note}\n" + "\n".join(result.problems)
-    assert result.events > 0, f"the trial produced no events ({where})"
-    assert result.lost == 0, f"{result.lost} events lost ({where})"
-    assert result.crashes == 0, f"the sidecar exited by itself or did not stop cleanly ({where})"
-    if exactly_once:
-        assert result.duplicated == 0, f"{result.duplicated} duplicates in exactly-once mode ({where})"
-    assert result.ok, where
+from tests.integration.trial_support import SEED, check
 
 
 @pytest.mark.parametrize(("exactly_once", "trial"), [(False, 0), (False, 1), (True, 0), (True, 1)])

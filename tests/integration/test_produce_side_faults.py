@@ -8,9 +8,7 @@ What each proves is in its trial's docstring. STREAM_PAIRER_TRIAL_SEED=N reprodu
 
 from __future__ import annotations
 
-import os
 import random
-import time
 from pathlib import Path
 
 import fault_trials as ft  # scripts/ is on sys.path (see conftest.py)
@@ -19,18 +17,7 @@ import pytest
 from kafka_broker import KafkaBroker
 
 from tests.integration.conftest import require_kafka
-
-SEED = int(os.environ.get("STREAM_PAIRER_TRIAL_SEED", int(time.time())))
-
-
-def check(result: ft.TrialResult, exactly_once: bool, seed: int) -> None:
-    where = f"seed {seed}: {result.note}\n" + "\n".join(result.problems)
-    assert result.events > 0, f"the trial produced no events ({where})"
-    assert result.lost == 0, f"{result.lost} events lost ({where})"
-    assert result.crashes == 0, f"the sidecar exited by itself or did not stop cleanly ({where})"
-    if exactly_once:
-        assert result.duplicated == 0, f"{result.duplicated} duplicates in exactly-once mode ({where})"
-    assert result.ok, where
+from tests.integration.trial_support import SEED, check
 
 
 async def test_a_deleted_dead_letter_topic_on_a_fresh_group_loses_nothing(
