@@ -30,6 +30,7 @@ from stream_pairer.stream.partition import (
     lineage_headers,
     source_from_headers,
 )
+from tests.core.time_helpers import canonical as rec
 
 T0 = 1_741_944_400_000  # event times in ms
 TOPICS = OutputTopics.for_input("in")
@@ -42,17 +43,6 @@ class Msg:
     value: bytes | None
     timestamp: int
     headers: tuple[tuple[str, bytes], ...] = ()
-
-
-def rec(conv: str, kind: str, cid: str | None, ts: int, name: str | None = "search") -> bytes:
-    body: dict[str, Any] = {"conversation_id": conv, "type": kind, "ts": ts}
-    if cid is not None:
-        body["id"] = cid
-    if name is not None:
-        body["name"] = name
-    if kind == "tool_result":
-        body["content"] = "ok"
-    return orjson.dumps(body)
 
 
 def log_of(values: list[bytes | None], key: bytes | None = b"k") -> list[Msg]:
