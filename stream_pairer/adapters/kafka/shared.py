@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -71,6 +71,7 @@ class SidecarState:
     _output_topics: list[str]
     _stop_deadline: float | None
     _commit_abandoned: bool
+    _abandoned_commit: asyncio.Future[Any] | None
     _said_abandoned: bool
     uncommitted: list[str]
 

@@ -50,7 +50,9 @@ class ShutdownMixin(SidecarState):
     async def _commit_unless_stopping(self, consumer: AIOKafkaConsumer) -> None:
         """The periodic commit, given up (not cancelled) when a stop is asked: with the broker gone
         it waits a request timeout for the sends' answers, and the loop must notice the stop.
-        A commit given up this way is not tried again by the shutdown (it would wait the same)."""
+        The shutdown waits for a commit given up this way (within what is left of the timeout)
+        before its own final commit: with the broker up it answers at once, and giving it up would
+        leave the partitions uncommitted (the next owner would replay them: duplicates)."""
         task = asyncio.ensure_future(self._commit(consumer, self.states))
         stop = asyncio.ensure_future(self._stopping.wait())
         try:
@@ -61,6 +63,7 @@ class ShutdownMixin(SidecarState):
             task.result()
             return
         self._commit_abandoned = True
+        self._abandoned_commit = task
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # ends with the clients
 
     async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
@@ -70,8 +73,11 @@ class ShutdownMixin(SidecarState):
         async with self._lock:
             dirty = sum(1 for st in self.states.values() if st.dirty)
             if self._commit_abandoned:
-                self._abandon("the broker did not answer the last commit")
-                return
+                if not await self._finished_in_time(self._abandoned_commit):
+                    self._abandon("the broker did not answer the last commit")
+                    return
+                self._commit_abandoned = False
+                self._abandoned_commit = None
             try:
                 await asyncio.wait_for(self._flush_and_commit(consumer), self._remaining(reserve_s=2.0))
             except (
@@ -92,6 +98,15 @@ class ShutdownMixin(SidecarState):
                 return
             flushed = " (held events flushed as orphans)" if self.config.flush_on_shutdown else ""
             log.info("stopping: %d of %d partition(s) had work to commit%s", dirty, len(self.states), flushed)
+
+    async def _finished_in_time(self, task: asyncio.Future[Any] | None) -> bool:
+        """Wait for a periodic commit the loop gave up on, within what is left of the stop budget
+        (less what closing the clients needs); True when it finished without an error."""
+        if task is None:
+            return True
+        if not task.done():
+            await asyncio.wait({task}, timeout=self._remaining(reserve_s=2.0))
+        return task.done() and not task.cancelled() and task.exception() is None
 
     async def _flush_and_commit(self, consumer: AIOKafkaConsumer) -> None:
         if self.config.flush_on_shutdown:

@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -137,6 +138,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         self.refused: str | None = None  # why the last session refused to start (bad topic settings)
         self.uncommitted: list[str] = []
         self._commit_abandoned = False
+        self._abandoned_commit: asyncio.Future[Any] | None = None
         self._said_abandoned = False  # partitions a stop could not commit (said in the log too)
         with contextlib.suppress(ValueError):  # standard process_* metrics, once per registry
             ProcessCollector(registry=self.metrics.registry)
