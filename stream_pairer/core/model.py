@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from stream_pairer.core.vocab import EventType as _EventType
 from stream_pairer.core.vocab import RecordKind
@@ -146,3 +146,35 @@ def dead_letter(raw: bytes, reason: str, detail: str, source: Source) -> dict[st
     except UnicodeDecodeError:
         rec["raw_base64"] = base64.b64encode(body).decode("ascii")
     return rec
+
+
+class OutputMeta(NamedTuple):
+    """What the metrics count of one output record, without the record itself.
+
+    Why: the compiled core hands over output records already encoded (bytes); decoding them again
+    only to count them would cost what the core saves. It hands this tuple beside each one, and
+    `output_meta` derives the same tuple from a record dict, so both engines are counted by one
+    code path (`Metrics.observe_outputs`). `label` is the pair's `match` or the orphan's / dead
+    letter's `reason`."""
+
+    kind: str
+    label: str | None
+    fifo_by: str | None
+    tool: str | None
+    outcome: str | None
+    failure: str | None
+    latency_ms: float | None
+
+
+def output_meta(rec: dict[str, Any]) -> OutputMeta:
+    """The OutputMeta of an output record dict (pair, orphan or dead letter)."""
+    kind = rec["kind"]
+    return OutputMeta(
+        kind,
+        rec.get("match") if kind == RecordKind.PAIR.value else rec.get("reason"),
+        rec.get("fifo_by"),
+        rec.get("tool"),
+        rec.get("outcome"),
+        rec.get("failure"),
+        rec.get("latency_ms"),
+    )

@@ -38,10 +38,10 @@ from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import FormatError, Source, dead_letter
-from stream_pairer.core.pipeline import Summary
+from stream_pairer.core.pipeline import PipelineObserver, Summary
 from stream_pairer.errors import NativeUnavailable
 
-__all__ = ["NativePipeline", "NativeUnavailable", "available"]
+__all__ = ["NativePipeline", "NativeUnavailable", "available", "supports"]
 
 try:  # the compiled core is optional: a source install without Rust has only the Python engine
     from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
@@ -54,14 +54,31 @@ def available() -> bool:
     return _native is not None
 
 
+def supports(tagger: Any) -> bool:
+    """Whether the compiled core can run with this failure tagger (None: no tagging) and give
+    the Python engine's output byte for byte. Callers choose the engine with it."""
+    return available() and tagger is None
+
+
 class NativePipeline:
     """Parse -> pair -> encode in the compiled core. `feed(raw, source, *, key=None,
     arrival_ms=None)` takes what `Pipeline.feed` takes and returns the encoded records (bytes),
     in the order `Pipeline.feed` returns them."""
 
-    def __init__(self, config: EngineConfig | None = None, format_config: FormatConfig = DEFAULT_CONFIG):
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        format_config: FormatConfig = DEFAULT_CONFIG,
+        *,
+        tagger: Any = None,
+        observer: PipelineObserver | None = None,
+    ):
         if _native is None:
             raise NativeUnavailable("stream_pairer._native is not built (see README, Compiled core)")
+        if not supports(tagger):
+            raise NativeUnavailable("the compiled core does not run this failure tagger yet")
+        self.tagger = tagger
+        self.observer = observer
         cfg = config or EngineConfig()
         self.config = cfg
         self.format_config = format_config

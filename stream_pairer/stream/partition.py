@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any, Final, NamedTuple, Protocol
 
 from stream_pairer.core.engine import Record
-from stream_pairer.core.model import Source, dead_letter
+from stream_pairer.core.model import OutputMeta, Source, dead_letter
 from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.vocab import RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
@@ -128,9 +128,13 @@ class OutputTopics:
 
 
 class Emitted(NamedTuple):
+    """One output to produce. `record` is a dict (Python engine) or its encoded bytes (compiled
+    core); `meta` is what the metrics count of it (None: derive it from the dict)."""
+
     topic: str
     key: bytes | None
-    record: Record
+    record: Record | bytes
+    meta: OutputMeta | None = None
 
 
 def consumed_offset(source: dict[str, Any]) -> int:
