@@ -410,6 +410,7 @@ impl Part<'_> {
             side,
             source: source.to_vec(),
             format: std::str::from_utf8(self.format).unwrap_or(""),
+            tag: None,
         }
     }
 }

@@ -16,6 +16,7 @@ type IndexMap<K, V> = indexmap::IndexMap<K, V, FxBuildHasher>;
 
 use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
+use crate::tagging::{ConvTags, EventTag, Tagger};
 
 pub struct Config {
     pub call_timeout_ms: f64,
@@ -51,6 +52,8 @@ pub struct Event {
     pub source: Vec<u8>,
     /// The fast path's format name (for the events-by-format count); "" from `process`.
     pub format: &'static str,
+    /// What the failure tagger knows of this event alone (None when tagging is off).
+    pub tag: Option<Box<EventTag>>,
 }
 
 /// `state.Held`: `ts_ms` None when no event time is known (then on no event-time timer),
@@ -116,6 +119,8 @@ struct Conv {
     // LRU list links (slab indices; usize::MAX = none)
     prev: usize,
     next: usize,
+    // The failure tagger's state (tagging.py `Conversation.tags`): dropped with the conversation.
+    tags: Option<Box<ConvTags>>,
 }
 
 const NIL: usize = usize::MAX;
@@ -243,6 +248,8 @@ pub struct Engine {
     /// Output records by Summary label: "pair:id", "pair:fifo:name", "orphan_call:timeout", ...
     pub counts: IndexMap<String, u64>,
     label: String,
+    /// Failure tagging (engine.py `tagger`): None when off.
+    pub tagger: Option<Tagger>,
 }
 
 impl Engine {
@@ -269,6 +276,7 @@ impl Engine {
             evictions: IndexMap::default(),
             counts: IndexMap::default(),
             label: String::new(),
+            tagger: None,
         }
     }
 
@@ -334,6 +342,48 @@ impl Engine {
         self.heap.clear();
     }
 
+    /// engine.py `mark_request`: a new request starts in this conversation (the tagger's loop caps
+    /// count from here); one the engine does not hold yet is remembered by the tagger.
+    pub fn mark_request(&mut self, conversation_id: &str, ts_ms: Option<f64>) {
+        let Some(tagger) = self.tagger.as_mut() else {
+            return;
+        };
+        match self.by_id.get(conversation_id) {
+            Some(&i) => {
+                let c = self.slab[i].as_mut().expect("live conversation");
+                tagger.on_request(&mut c.tags, ts_ms);
+            }
+            None => tagger.on_pending_request(conversation_id, ts_ms),
+        }
+    }
+
+    /// The tagger's `on_call`, first thing when a call arrives (engine.py `_on_call`).
+    fn tag_call(&mut self, conv: usize, call: &mut Event) {
+        let Some(tagger) = self.tagger.as_mut() else {
+            return;
+        };
+        let Some(tag) = call.tag.as_deref_mut() else {
+            return;
+        };
+        let c = self.slab[conv].as_mut().expect("live conversation");
+        let forget = tagger.on_call(
+            &mut c.tags,
+            conv,
+            &c.cid,
+            call.id.as_deref(),
+            call.ts_ms,
+            tag,
+        );
+        if forget {
+            if let Some(f) = tagger.pop_oldest() {
+                let tags = self.slab.get_mut(f.slot).and_then(Option::as_mut);
+                if let Some(t) = tags.and_then(|c| c.tags.as_deref_mut()) {
+                    t.forget(&f);
+                }
+            }
+        }
+    }
+
     pub fn open_conversations(&self) -> usize {
         self.by_id.len()
     }
@@ -346,7 +396,10 @@ impl Engine {
 
     // ------------------------------------------------------------------ rules
 
-    fn on_call(&mut self, conv: usize, call: Event, ts: Option<f64>, out: &mut Out) {
+    fn on_call(&mut self, conv: usize, mut call: Event, ts: Option<f64>, out: &mut Out) {
+        if self.tagger.is_some() {
+            self.tag_call(conv, &mut call);
+        }
         if let Some(cid) = call.id.clone() {
             let c = self.conv(conv);
             if let Some(&old) = c.calls_by_id.get(&cid) {
@@ -580,6 +633,7 @@ impl Engine {
                     last_p_ms: f64::NEG_INFINITY,
                     prev: NIL,
                     next: NIL,
+                    tags: None,
                 };
                 let i = match self.free.pop() {
                     Some(i) => {
@@ -899,6 +953,9 @@ impl Engine {
             (Some(a), Some(b)) => write_f64(r, b - a),
             _ => r.extend_from_slice(b"null"),
         }
+        if let Some(t) = self.tagger.as_mut() {
+            t.write(r, cev.tag.as_deref(), rev.tag.as_deref(), false);
+        }
         r.push(b'}');
         out.end_record();
         let mut label = std::mem::take(&mut self.label);
@@ -948,6 +1005,14 @@ impl Engine {
         r.extend_from_slice(&ev.side);
         r.extend_from_slice(b",\"source\":");
         r.extend_from_slice(&ev.source);
+        if let Some(t) = self.tagger.as_mut() {
+            let tag = ev.tag.as_deref();
+            if ev.is_call {
+                t.write(r, tag, None, reason == "timeout");
+            } else {
+                t.write(r, None, tag, false);
+            }
+        }
         r.push(b'}');
         out.end_record();
         let mut label = std::mem::take(&mut self.label);

@@ -10,7 +10,10 @@ mod engine;
 mod messages;
 mod out;
 mod pairid;
+mod pytag;
 mod scan;
+mod tagging;
+mod verdict;
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
@@ -32,6 +35,8 @@ struct Core {
     records: u64,
     fallback: Option<PyObject>,
     dumps: PyObject,
+    /// Set (with the engine's tagger) by `set_tagging`: tagging is on.
+    tag_hooks: Option<pytag::TagHooks>,
 }
 
 fn to_list<'py>(py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
@@ -164,6 +169,7 @@ impl Core {
             records: 0,
             fallback: None,
             dumps,
+            tag_hooks: None,
         })
     }
 
@@ -200,8 +206,13 @@ impl Core {
                 }
             });
             match parsed {
-                Ok(events) => {
+                Ok(mut events) => {
                     me.fast_records += 1;
+                    if let Some(hooks) = &me.tag_hooks {
+                        for ev in &mut events {
+                            pytag::prepare(py, ev, hooks)?;
+                        }
+                    }
                     let mut out = std::mem::take(&mut me.out);
                     out.clear();
                     for ev in events {
@@ -298,7 +309,12 @@ impl Core {
             side,
             source: source.to_vec(),
             format: "",
+            tag: None,
         };
+        let mut ev = ev;
+        if let Some(hooks) = &self.tag_hooks {
+            pytag::prepare(py, &mut ev, hooks)?;
+        }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.engine.process(ev, arrival_ms, &mut out);
@@ -329,6 +345,67 @@ impl Core {
         let list = to_list(py, &out);
         self.out = out;
         list
+    }
+
+    /// Turns failure tagging on (tagging.FailureTagger's settings; see pytag.rs for the hooks).
+    #[pyo3(signature = (*, max_calls, max_ms, max_hashes, max_total, decode_arguments, schema_check=None))]
+    fn set_tagging(
+        &mut self,
+        max_calls: u64,
+        max_ms: f64,
+        max_hashes: usize,
+        max_total: usize,
+        decode_arguments: PyObject,
+        schema_check: Option<PyObject>,
+    ) {
+        self.engine.tagger = Some(tagging::Tagger::new(tagging::Cfg {
+            max_calls,
+            max_ms,
+            max_hashes,
+            max_total,
+        }));
+        self.tag_hooks = Some(pytag::TagHooks {
+            decode_arguments,
+            schema_check,
+        });
+    }
+
+    /// A request start read by the Python format layer (`RecordInfo.requests`).
+    #[pyo3(signature = (conversation_id, ts_ms=None))]
+    fn mark_request(&mut self, conversation_id: &str, ts_ms: Option<f64>) {
+        self.engine.mark_request(conversation_id, ts_ms);
+    }
+
+    /// Loop-cap crossings by cap ("calls", "time"): FailureTagger.crossings.
+    #[getter]
+    fn crossings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        match &self.engine.tagger {
+            Some(t) => counter(py, &t.crossings),
+            None => Ok(PyDict::new(py)),
+        }
+    }
+    /// Tagged output records by outcome and by failure (Summary.outcomes / failures).
+    #[getter]
+    fn outcomes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        match &self.engine.tagger {
+            Some(t) => counter(py, &t.outcomes),
+            None => Ok(PyDict::new(py)),
+        }
+    }
+    #[getter]
+    fn failures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        match &self.engine.tagger {
+            Some(t) => counter(py, &t.failures),
+            None => Ok(PyDict::new(py)),
+        }
+    }
+    /// FailureTagger.remembered_calls (0 when tagging is off).
+    #[getter]
+    fn remembered_calls(&self) -> usize {
+        self.engine
+            .tagger
+            .as_ref()
+            .map_or(0, tagging::Tagger::remembered_calls)
     }
 
     fn discard(&mut self) -> usize {
@@ -417,11 +494,37 @@ fn dumps_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &v)
 }
 
+/// `tagging.classify_result` of a JSON payload, as (outcome, why, text, code) (tests).
+#[pyfunction]
+#[pyo3(signature = (content, is_error=None))]
+fn classify_result(
+    content: &[u8],
+    is_error: Option<bool>,
+) -> PyResult<(&'static str, String, Option<String>, Option<String>)> {
+    let value: serde_json::Value = serde_json::from_slice(content)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let v = verdict::classify_result(&value, is_error);
+    Ok((v.outcome, v.why, v.text, v.code))
+}
+
+/// `tagging.input_rejection` of a text result (tests: the rejection patterns against Python's).
+#[pyfunction]
+fn input_rejection(text: String) -> Option<String> {
+    verdict::input_rejection(&verdict::Verdict {
+        outcome: verdict::OK,
+        why: String::new(),
+        text: Some(text),
+        code: None,
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     m.add_function(wrap_pyfunction!(dumps_float, m)?)?;
     m.add_function(wrap_pyfunction!(dumps_str, m)?)?;
     m.add_function(wrap_pyfunction!(is_canonical, m)?)?;
+    m.add_function(wrap_pyfunction!(classify_result, m)?)?;
+    m.add_function(wrap_pyfunction!(input_rejection, m)?)?;
     Ok(())
 }

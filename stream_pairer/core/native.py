@@ -16,7 +16,9 @@ by reason.
 Limits of this version:
 * no `info`/`reject` for the file reader's session ids and oversize lines: the `pair` command
   keeps the Python pipeline (wiring it in is the next step);
-* failure tagging is not ported: `NativePipeline` is for runs without a tagger;
+* failure tagging runs in the core (native/src/tagging.rs, verdict.rs, pytag.rs) with a
+  `FailureTagger`'s settings; two rare steps call back into tagging.py so that their wording is
+  its own: arguments given as a JSON string that is not an object, and the `--tool-schemas` check;
 * the time model is engine.py's (issue 11: a clock per conversation, processing time through
   `advance`, id-less results held for the grace); checkpoint replay (`restore_clock`, replay mode)
   is not ported, as the sidecar does not use this pipeline.
@@ -33,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from stream_pairer.core import engine
+from stream_pairer.core import engine, tagging
 from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
@@ -57,7 +59,7 @@ def available() -> bool:
 def supports(tagger: Any) -> bool:
     """Whether the compiled core can run with this failure tagger (None: no tagging) and give
     the Python engine's output byte for byte. Callers choose the engine with it."""
-    return available() and tagger is None
+    return available() and (tagger is None or type(tagger) is tagging.FailureTagger)
 
 
 class NativePipeline:
@@ -98,6 +100,8 @@ class NativePipeline:
             held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
         )
         self.core.set_fallback(self._python_path)
+        if tagger is not None:
+            self._set_tagging(tagger)
         # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.
         self.feed: Callable[..., list[bytes]] = self.core.feed
         self.dead_letters: Counter[str] = Counter()
@@ -105,6 +109,25 @@ class NativePipeline:
         self._python_summary = Summary()
         self.dedup = HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
         self._info = RecordInfo()
+
+    def _set_tagging(self, tagger: tagging.FailureTagger) -> None:
+        """The tagger's settings into the core; the tagger object itself is not used (its state
+        stays empty: `crossings` and `remembered_calls` are read from this pipeline)."""
+        schemas = tagger.schemas
+
+        def schema_check(name: str | None, args_json: bytes | None) -> list[tuple[str, str]]:
+            assert schemas is not None
+            args = orjson.loads(args_json) if args_json is not None else None
+            return list(tagging.schema_findings(schemas, name, args, args_json is None).items())
+
+        self.core.set_tagging(
+            max_calls=tagger.max_calls,
+            max_ms=tagger.max_ms,
+            max_hashes=tagger.max_hashes,
+            max_total=tagger.max_total,
+            decode_arguments=_decode_arguments,
+            schema_check=schema_check if schemas is not None else None,
+        )
 
     def _python_path(
         self, raw: bytes, source: Source, key: str | None, arrival_ms: float | None, src: bytes
@@ -119,15 +142,22 @@ class NativePipeline:
             self.dead_letters[err.reason] += 1
             return [orjson.dumps(dead_letter(raw, err.reason, err.detail, source))]
         summary = self._python_summary
+        requests = info.requests
+        mark_request = self.core.mark_request
         if not events:
             summary.skipped += 1
             if info.skipped_type is not None:
                 summary.count_skipped_type(info.skipped_type)
+            for _, conv, ts in requests:
+                mark_request(conv, ts)
             return []
         out: list[bytes] = []
         dumps = orjson.dumps
         process = self.core.process
-        for ev in events:
+        for i, ev in enumerate(events):
+            while requests and requests[0][0] <= i:  # Pipeline.feed's order: a start before its event
+                _, conv, ts = requests.pop(0)
+                mark_request(conv, ts)
             if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
                 summary.duplicate_copies += 1  # re-sent history: counted once, as Pipeline does
                 continue
@@ -148,6 +178,8 @@ class NativePipeline:
                     arrival_ms,
                 )
             )
+        for _, conv, ts in requests:  # a request start after the record's last event
+            mark_request(conv, ts)
         return out
 
     def advance(self, now_ms: float) -> list[bytes]:
@@ -172,6 +204,8 @@ class NativePipeline:
         s.events.update(self.core.events)
         s.events_by_format.update(self.core.events_by_format)
         s.dead_letters.update(self.dead_letters)
+        s.outcomes.update(self.core.outcomes)
+        s.failures.update(self.core.failures)
         for label, n in self.core.outputs.items():
             kind, _, rest = label.partition(":")
             if kind == "pair":
@@ -179,3 +213,20 @@ class NativePipeline:
             else:
                 s.orphans[(kind, rest)] += n
         return s
+
+    @property
+    def crossings(self) -> Counter[str]:
+        """Loop-cap crossings by cap ("calls", "time"): what `FailureTagger.crossings` counts."""
+        return Counter(self.core.crossings)
+
+    @property
+    def remembered_calls(self) -> int:
+        """`FailureTagger.remembered_calls` of the core's tagger (0 without tagging)."""
+        n: int = self.core.remembered_calls
+        return n
+
+
+def _decode_arguments(text: str) -> tuple[bytes | None, str | None]:
+    """`tagging.decode_arguments` for the core: the decoded value re-encoded, or the detail."""
+    value, bad = tagging.decode_arguments(text)
+    return (None, bad) if bad is not None else (orjson.dumps(value), None)

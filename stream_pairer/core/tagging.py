@@ -442,15 +442,7 @@ class FailureTagger:
         if bad_json is not None:
             found[ARGUMENT_CONSTRUCTION] = bad_json
         if self.schemas is not None:
-            tool = self.schemas.get(call.name)
-            if tool is None:
-                found[TOOL_SELECTION] = _cut(
-                    f"tool {call.name!r} is not among the {len(self.schemas)} registered tools"
-                )
-            elif bad_json is None:
-                violation = tool.check(args)
-                if violation is not None:
-                    found[ARGUMENT_CONSTRUCTION] = violation.detail()
+            found.update(schema_findings(self.schemas, call.name, args, bad_json is not None))
         term = self._termination(call, args, state)
         if term is not None and term != _REDELIVERY:
             found[TERMINATION] = term
@@ -541,6 +533,22 @@ class FailureTagger:
 _REDELIVERY: Final = "\x00redelivery"
 
 
+def schema_findings(
+    schemas: ToolSchemaRegistry, name: str | None, args: Any, bad_json: bool
+) -> dict[str, str]:
+    """The points the `--tool-schemas` check gives a call: an unregistered tool, or arguments
+    its schema refuses (not checked when they are not even JSON). Shared with the compiled core,
+    which calls it back only when schemas are configured, so that both word it identically."""
+    tool = schemas.get(name)
+    if tool is None:
+        return {TOOL_SELECTION: _cut(f"tool {name!r} is not among the {len(schemas)} registered tools")}
+    if not bad_json:
+        violation = tool.check(args)
+        if violation is not None:
+            return {ARGUMENT_CONSTRUCTION: violation.detail()}
+    return {}
+
+
 def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
     """The call's arguments as a JSON value, and a detail when they are an undecodable JSON string.
 
@@ -555,10 +563,16 @@ def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
     raw = call.raw
     if isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] in FREEFORM_CALL_TYPES:
         return args, None
+    return decode_arguments(args)
+
+
+def decode_arguments(text: str) -> tuple[Any, str | None]:
+    """Arguments given as a JSON string: the decoded value, or the text itself and a detail when
+    it is not JSON. Shared with the compiled core (orjson's error message is part of the detail)."""
     try:
-        return orjson.loads(args), None
+        return orjson.loads(text), None
     except orjson.JSONDecodeError as err:
-        return args, _cut(f"arguments are not valid JSON ({len(args)} chars): {err}")
+        return text, _cut(f"arguments are not valid JSON ({len(text)} chars): {err}")
 
 
 def _call_key(name: str | None, args: Any) -> int:

@@ -1,0 +1,186 @@
+//! What the tagger learns from one event alone, worked out when the event is read (before the
+//! engine sees it): the identity of a call's (tool, arguments), the points its arguments give,
+//! and a result's verdict. Two rare steps call back into Python (`TagHooks`), so that their
+//! wording is the Python tagger's own: decoding arguments given as a JSON string that is not an
+//! object (orjson's error message is part of `failure_detail`), and the `--tool-schemas` check
+//! (the ToolSchemaRegistry and its jsonschema-rs validators; only when schemas are configured).
+
+use std::hash::{DefaultHasher, Hasher};
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::canonical::get;
+use crate::engine::Event;
+use crate::scan;
+use crate::tagging::{
+    point_index, EventTag, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION,
+};
+use crate::verdict::{classify_result, cut, first_line, input_rejection, EMPTY, ERROR};
+
+/// The Python side of tagging: `decode_arguments(text) -> (bytes | None, str | None)` and, when
+/// schemas are configured, `schema_check(name, args_json | None) -> list[(point, detail)]`.
+pub struct TagHooks {
+    pub decode_arguments: PyObject,
+    pub schema_check: Option<PyObject>,
+}
+
+const FREEFORM_CALL_TYPES: [&[u8]; 2] = [b"\"custom\"", b"\"custom_tool_call\""];
+
+/// Sets `ev.tag`. The side is canonical JSON (the engine writes it, or it was checked when read).
+pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()> {
+    let side = &ev.side;
+    let m = scan::members(side, 0).ok_or_else(|| {
+        pyo3::exceptions::PyRuntimeError::new_err("internal: an event side is not canonical JSON")
+    })?;
+    let field = |k: &[u8]| get(&m, k).map_or(&b"null"[..], |x| &side[x.start..x.end]);
+    let tag = if ev.is_call {
+        let payload = field(b"arguments");
+        let mut found: Vec<(usize, String)> = Vec::new();
+        let mut owned: Option<Vec<u8>> = None;
+        let mut bad = false;
+        if payload == b"null" {
+            owned = Some(b"{}".to_vec()); // absent arguments are taken as {} (MCP makes them optional)
+        } else if payload[0] == b'"' && !freeform(side, get(&m, b"raw")) {
+            let text = scan::unescape(&payload[1..payload.len() - 1]);
+            let (decoded, detail): (Option<Vec<u8>>, Option<String>) =
+                hooks.decode_arguments.bind(py).call1((text,))?.extract()?;
+            if let Some(d) = detail {
+                found.push((point_index(ARGUMENT_CONSTRUCTION), d));
+                bad = true;
+            }
+            owned = decoded;
+        }
+        let args: &[u8] = owned.as_deref().unwrap_or(payload);
+        if let Some(check) = &hooks.schema_check {
+            let arg = (!bad).then(|| PyBytes::new(py, args));
+            let points: Vec<(String, String)> =
+                check.bind(py).call1((ev.name.as_deref(), arg))?.extract()?;
+            for (p, d) in points {
+                found.push((point_index(&p), d));
+            }
+        }
+        let mut h = DefaultHasher::new();
+        h.write(ev.name.as_deref().unwrap_or("").as_bytes());
+        h.write_u8(0xff);
+        h.write_u64(value_hash(args, 0).0);
+        EventTag::Call {
+            key: h.finish(),
+            found,
+            failures: Vec::new(),
+            detail: None,
+        }
+    } else {
+        let content: serde_json::Value =
+            serde_json::from_slice(field(b"content")).unwrap_or(serde_json::Value::Null);
+        let is_error = match field(b"is_error") {
+            b"true" => Some(true),
+            b"false" => Some(false),
+            _ => None,
+        };
+        let v = classify_result(&content, is_error);
+        let mut points = Vec::new();
+        if let Some(rejected) = input_rejection(&v) {
+            // A refusal of the input is the arguments' fault, not the infrastructure's.
+            points.push((point_index(ARGUMENT_CONSTRUCTION), rejected));
+        } else if v.outcome == ERROR {
+            let said = match v.text.as_deref() {
+                Some(t) if !t.is_empty() => format!(": {}", first_line(t)),
+                _ => String::new(),
+            };
+            points.push((
+                point_index(EXECUTION),
+                cut(format!("error result ({}){said}", v.why)),
+            ));
+        }
+        if v.outcome == EMPTY {
+            points.push((
+                point_index(RESULT_INTERPRETATION),
+                format!("empty result ({})", v.why),
+            ));
+        }
+        EventTag::Result {
+            outcome: v.outcome,
+            points,
+        }
+    };
+    ev.tag = Some(Box::new(tag));
+    Ok(())
+}
+
+/// An OpenAI custom tool's call: its input is free-form text, never "undecodable JSON".
+fn freeform(side: &[u8], raw: Option<&scan::Member>) -> bool {
+    let Some(raw) = raw.filter(|r| side[r.start] == b'{') else {
+        return false;
+    };
+    scan::members(side, raw.start).is_some_and(|rm| {
+        get(&rm, b"type").is_some_and(|t| FREEFORM_CALL_TYPES.contains(&&side[t.start..t.end]))
+    })
+}
+
+/// A structural hash of the canonical JSON value at `pos` and where it ends: equal for equal
+/// values whatever the order of object keys. In canonical (orjson) form a string, number or
+/// literal has exactly one spelling, so scalars hash their bytes (1, 1.0, true and "1" differ,
+/// as in the Python tagger's fingerprint); objects hash their members' hashes sorted.
+pub fn value_hash(b: &[u8], pos: usize) -> (u64, usize) {
+    let mut h = DefaultHasher::new();
+    match b.get(pos) {
+        Some(b'{') => {
+            let mut members: Vec<u64> = Vec::new();
+            let mut p = pos + 1;
+            if b.get(p) == Some(&b'}') {
+                p += 1;
+            } else {
+                loop {
+                    let key_end = scan::string(b, p).unwrap_or(b.len());
+                    let (vh, end) = value_hash(b, key_end + 1);
+                    let mut mh = DefaultHasher::new();
+                    mh.write(&b[p..key_end]);
+                    mh.write_u64(vh);
+                    members.push(mh.finish());
+                    p = end + 1;
+                    if b.get(end) != Some(&b',') {
+                        break;
+                    }
+                }
+            }
+            members.sort_unstable();
+            h.write_u8(b'{');
+            for x in members {
+                h.write_u64(x);
+            }
+            (h.finish(), p)
+        }
+        Some(b'[') => {
+            h.write_u8(b'[');
+            let mut p = pos + 1;
+            if b.get(p) == Some(&b']') {
+                return (h.finish(), p + 1);
+            }
+            loop {
+                let (vh, end) = value_hash(b, p);
+                h.write_u64(vh);
+                p = end + 1;
+                if b.get(end) != Some(&b',') {
+                    break;
+                }
+            }
+            (h.finish(), p)
+        }
+        Some(b'"') => {
+            let end = scan::string(b, pos).unwrap_or(b.len());
+            h.write(&b[pos..end]);
+            (h.finish(), end)
+        }
+        Some(_) => {
+            let end = b[pos..]
+                .iter()
+                .position(|c| matches!(c, b',' | b']' | b'}'))
+                .map_or(b.len(), |i| pos + i);
+            h.write_u8(b'#');
+            h.write(&b[pos..end]);
+            (h.finish(), end)
+        }
+        None => (h.finish(), b.len()),
+    }
+}

@@ -1,0 +1,412 @@
+//! Failure-point tagging: a port of `FailureTagger` (stream_pairer/core/tagging.py).
+//!
+//! What is a pure function of one event (the call's arguments and schema check, the result's
+//! verdict) is worked out when the event is read (pytag.rs) and travels with it as an `EventTag`;
+//! what depends on the order of calls (repeats, loop caps, request starts) is kept here and run
+//! by the engine exactly where engine.py calls the tagger. The Python tagger is the specification;
+//! its docstrings say why each rule exists.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use indexmap::IndexMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+
+use crate::out::{write_opt_str, write_str};
+use crate::verdict::cut;
+
+pub const TOOL_SELECTION: &str = "tool_selection";
+pub const ARGUMENT_CONSTRUCTION: &str = "argument_construction";
+pub const EXECUTION: &str = "execution";
+pub const RESULT_INTERPRETATION: &str = "result_interpretation";
+pub const TERMINATION: &str = "termination";
+/// tagging.POINTS: the priority order of `failure`.
+pub const POINTS: [&str; 5] = [
+    TOOL_SELECTION,
+    ARGUMENT_CONSTRUCTION,
+    EXECUTION,
+    RESULT_INTERPRETATION,
+    TERMINATION,
+];
+/// tagging.MAX_PENDING_REQUESTS.
+const MAX_PENDING_REQUESTS: usize = 10_000;
+
+pub fn point_index(p: &str) -> usize {
+    POINTS.iter().position(|x| *x == p).unwrap_or(POINTS.len())
+}
+
+/// What the tagger knows of one event from the event alone.
+pub enum EventTag {
+    /// A call: the identity of (tool, arguments) for the repeat check, the points its arguments
+    /// and schema gave (priority index, detail), and after `on_call` its failure points.
+    Call {
+        key: u64,
+        found: Vec<(usize, String)>,
+        failures: Vec<usize>,
+        detail: Option<String>,
+    },
+    /// A result: its outcome and the points it adds, in the order tag() `setdefault`s them.
+    Result {
+        outcome: &'static str,
+        points: Vec<(usize, String)>,
+    },
+}
+
+pub struct Cfg {
+    pub max_calls: u64,
+    pub max_ms: f64,
+    pub max_hashes: usize,
+    pub max_total: usize,
+}
+
+struct Seen {
+    label: String,
+    id: Option<String>,
+    times: u64,
+    serial: u64,
+}
+
+/// `_ConvState`, kept in the engine's conversation (dropped with it). `uid` tells the process-wide
+/// queue whether a slot still holds the state an entry was stored in.
+pub struct ConvTags {
+    uid: u64,
+    calls: u64,
+    first_ts_ms: Option<f64>,
+    calls_crossed: bool,
+    time_crossed: bool,
+    seen: IndexMap<u64, Seen, FxBuildHasher>,
+}
+
+pub struct Tagger {
+    pub cfg: Cfg,
+    /// Every entry stored in any conversation's `seen`, oldest first: (slot, state uid, key, serial).
+    queue: VecDeque<(usize, u64, u64, u64)>,
+    serial: u64,
+    uids: u64,
+    pub crossings: IndexMap<&'static str, u64, FxBuildHasher>,
+    pub outcomes: IndexMap<&'static str, u64, FxBuildHasher>,
+    pub failures: IndexMap<&'static str, u64, FxBuildHasher>,
+    /// conversation id -> (request start time, stamp); `pending_order` is stamp -> id, oldest first.
+    pending: FxHashMap<String, (Option<f64>, u64)>,
+    pending_order: BTreeMap<u64, String>,
+    pending_stamp: u64,
+}
+
+fn bump(m: &mut IndexMap<&'static str, u64, FxBuildHasher>, k: &'static str) {
+    *m.entry(k).or_insert(0) += 1;
+}
+
+/// Python's `format(x, "g")`: 6 significant digits, trailing zeros dropped, an exponent outside
+/// 1e-4 <= |x| < 1e6.
+pub fn py_g(x: f64) -> String {
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    if !x.is_finite() {
+        return if x.is_nan() {
+            "nan".to_owned()
+        } else if x > 0.0 {
+            "inf".to_owned()
+        } else {
+            "-inf".to_owned()
+        };
+    }
+    let sci = format!("{x:.5e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let strip = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    if (-4..6).contains(&exp) {
+        let prec = (5 - exp).max(0) as usize;
+        strip(&format!("{x:.prec$}"))
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", strip(mant), exp.abs())
+    }
+}
+
+/// An entry leaving the engine-wide queue of remembered calls.
+pub struct Forget {
+    pub slot: usize,
+    uid: u64,
+    key: u64,
+    serial: u64,
+}
+
+impl ConvTags {
+    /// `_forget_oldest`, second half: drop the entry if this state still holds that very one.
+    pub fn forget(&mut self, f: &Forget) {
+        if self.uid == f.uid && self.seen.get(&f.key).is_some_and(|e| e.serial == f.serial) {
+            self.seen.shift_remove(&f.key);
+        }
+    }
+
+    fn new(uid: u64) -> Self {
+        ConvTags {
+            uid,
+            calls: 0,
+            first_ts_ms: None,
+            calls_crossed: false,
+            time_crossed: false,
+            seen: IndexMap::default(),
+        }
+    }
+}
+
+enum Term {
+    Redelivery,
+    Detail(Option<String>),
+}
+
+impl Tagger {
+    pub fn new(cfg: Cfg) -> Self {
+        Tagger {
+            cfg,
+            queue: VecDeque::new(),
+            serial: 0,
+            uids: 0,
+            crossings: IndexMap::default(),
+            outcomes: IndexMap::default(),
+            failures: IndexMap::default(),
+            pending: FxHashMap::default(),
+            pending_order: BTreeMap::new(),
+            pending_stamp: 0,
+        }
+    }
+
+    /// `remembered_calls`: the queue's length (an upper bound of the hashes held).
+    pub fn remembered_calls(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn state<'a>(&mut self, tags: &'a mut Option<Box<ConvTags>>) -> &'a mut ConvTags {
+        if tags.is_none() {
+            self.uids += 1;
+            *tags = Some(Box::new(ConvTags::new(self.uids)));
+        }
+        tags.as_deref_mut().expect("just set")
+    }
+
+    /// `on_request`: a new request starts in a conversation the engine holds.
+    pub fn on_request(&mut self, tags: &mut Option<Box<ConvTags>>, ts_ms: Option<f64>) {
+        let st = self.state(tags);
+        st.calls = 0;
+        st.first_ts_ms = ts_ms;
+        st.calls_crossed = false;
+        st.time_crossed = false;
+    }
+
+    /// `on_pending_request`: remembered (bounded) until the conversation's first call.
+    pub fn on_pending_request(&mut self, conversation_id: &str, ts_ms: Option<f64>) {
+        self.pending_stamp += 1;
+        let stamp = self.pending_stamp;
+        if let Some((_, old)) = self
+            .pending
+            .insert(conversation_id.to_owned(), (ts_ms, stamp))
+        {
+            self.pending_order.remove(&old);
+        }
+        self.pending_order.insert(stamp, conversation_id.to_owned());
+        if self.pending.len() > MAX_PENDING_REQUESTS {
+            if let Some((_, cid)) = self.pending_order.pop_first() {
+                self.pending.remove(&cid);
+            }
+        }
+    }
+
+    /// `on_call`: sets the call's failure points. Returns whether the engine-wide bound of
+    /// remembered calls was passed (the caller then runs `forget_oldest`, which needs the other
+    /// conversations' states).
+    pub fn on_call(
+        &mut self,
+        tags: &mut Option<Box<ConvTags>>,
+        slot: usize,
+        conversation_id: &str,
+        id: Option<&str>,
+        ts: Option<f64>,
+        tag: &mut EventTag,
+    ) -> bool {
+        if tags.is_none() {
+            let first = if self.pending.is_empty() {
+                None
+            } else {
+                self.pending.remove(conversation_id)
+            };
+            let st = self.state(tags);
+            if let Some((start, stamp)) = first {
+                self.pending_order.remove(&stamp);
+                st.first_ts_ms = start; // its request's prompt
+            }
+        }
+        let st = tags.as_deref_mut().expect("state set");
+        let EventTag::Call {
+            key,
+            found,
+            failures,
+            detail,
+        } = tag
+        else {
+            return false;
+        };
+        let (term, forget) = self.termination(st, slot, id, ts, *key);
+        let mut points: Vec<(usize, Option<&String>)> =
+            found.iter().map(|(p, d)| (*p, Some(d))).collect();
+        let term_detail;
+        if let Term::Detail(Some(d)) = term {
+            term_detail = d;
+            points.push((point_index(TERMINATION), Some(&term_detail)));
+        }
+        points.sort_by_key(|p| p.0);
+        *failures = points.iter().map(|p| p.0).collect();
+        *detail = points.first().and_then(|p| p.1.cloned());
+        forget
+    }
+
+    fn termination(
+        &mut self,
+        st: &mut ConvTags,
+        slot: usize,
+        id: Option<&str>,
+        ts: Option<f64>,
+        key: u64,
+    ) -> (Term, bool) {
+        if let (Some(prev), Some(id)) = (st.seen.get(&key), id) {
+            if prev.id.as_deref() == Some(id) {
+                return (Term::Redelivery, false);
+            }
+        }
+        st.calls += 1;
+        let n = st.calls;
+        if let Some(t) = ts {
+            if st.first_ts_ms.is_none_or(|f| t < f) {
+                st.first_ts_ms = Some(t);
+            }
+        }
+        let mut detail: Option<String> = None;
+        let mut forget = false;
+        if let Some(prev) = st.seen.get_mut(&key) {
+            prev.times += 1;
+            detail = Some(format!(
+                "repeats call {} (same tool and arguments; identical call #{})",
+                prev.label, prev.times
+            ));
+        } else {
+            if st.seen.len() >= self.cfg.max_hashes {
+                st.seen.shift_remove_index(0);
+            }
+            let label = match id {
+                Some(i) => i.to_owned(),
+                None => format!("#{n} (no id)"),
+            };
+            self.serial += 1;
+            let serial = self.serial;
+            st.seen.insert(
+                key,
+                Seen {
+                    label,
+                    id: id.map(str::to_owned),
+                    times: 1,
+                    serial,
+                },
+            );
+            self.queue.push_back((slot, st.uid, key, serial));
+            forget = self.queue.len() > self.cfg.max_total;
+        }
+        let max_calls = self.cfg.max_calls;
+        if max_calls > 0 && n > max_calls && !st.calls_crossed {
+            st.calls_crossed = true;
+            bump(&mut self.crossings, "calls");
+            detail.get_or_insert_with(|| {
+                format!("call {n} in this request, past the cap of {max_calls}")
+            });
+        }
+        let max_ms = self.cfg.max_ms;
+        if let (true, Some(t), Some(first), false) =
+            (max_ms != 0.0, ts, st.first_ts_ms, st.time_crossed)
+        {
+            let elapsed = t - first;
+            if elapsed > max_ms {
+                st.time_crossed = true;
+                bump(&mut self.crossings, "time");
+                detail.get_or_insert_with(|| {
+                    format!(
+                        "call at +{:.1} s after the start of this request, past the {} s cap",
+                        elapsed / 1000.0,
+                        py_g(max_ms / 1000.0)
+                    )
+                });
+            }
+        }
+        (Term::Detail(detail.map(cut)), forget)
+    }
+
+    /// `_forget_oldest`, first half: the oldest remembered entry leaves the queue; the caller
+    /// passes it to `ConvTags::forget` of the state its slot holds now, if any.
+    pub fn pop_oldest(&mut self) -> Option<Forget> {
+        let (slot, uid, key, serial) = self.queue.pop_front()?;
+        Some(Forget {
+            slot,
+            uid,
+            key,
+            serial,
+        })
+    }
+
+    /// `tag(record, call, result)`: writes `"outcome","failures","failure","failure_detail"`
+    /// (the keys tag() adds to the record dict, in its order) and counts them for the summary.
+    /// `timeout` is an orphan call emitted for its call timeout.
+    pub fn write(
+        &mut self,
+        r: &mut Vec<u8>,
+        call: Option<&EventTag>,
+        result: Option<&EventTag>,
+        timeout: bool,
+    ) {
+        let mut found: [Option<Option<&str>>; 5] = [None; 5];
+        if let Some(EventTag::Call {
+            failures, detail, ..
+        }) = call
+        {
+            for (i, p) in failures.iter().enumerate() {
+                found[*p] = Some(if i == 0 { detail.as_deref() } else { None });
+            }
+        }
+        let mut outcome = None;
+        if let Some(EventTag::Result { outcome: o, points }) = result {
+            outcome = Some(*o);
+            for (p, d) in points {
+                found[*p].get_or_insert(Some(d.as_str()));
+            }
+        } else if timeout {
+            found[point_index(EXECUTION)].get_or_insert(Some("no result within the call timeout"));
+        }
+        r.extend_from_slice(b",\"outcome\":");
+        write_opt_str(r, outcome);
+        r.extend_from_slice(b",\"failures\":[");
+        let mut first: Option<usize> = None;
+        for (i, f) in found.iter().enumerate() {
+            if f.is_some() {
+                if first.is_some() {
+                    r.push(b',');
+                } else {
+                    first = Some(i);
+                }
+                write_str(r, POINTS[i]);
+            }
+        }
+        r.extend_from_slice(b"],\"failure\":");
+        write_opt_str(r, first.map(|i| POINTS[i]));
+        r.extend_from_slice(b",\"failure_detail\":");
+        write_opt_str(r, first.and_then(|i| found[i].flatten()));
+        if let Some(o) = outcome {
+            bump(&mut self.outcomes, o);
+        }
+        if let Some(i) = first {
+            bump(&mut self.failures, POINTS[i]);
+        }
+    }
+}

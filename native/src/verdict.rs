@@ -1,0 +1,409 @@
+//! What a result payload says (ok / empty / error) and whether it is the tool refusing the model's
+//! input: a port of `classify_result` and `input_rejection` of stream_pairer/core/tagging.py.
+//!
+//! The Python functions are the specification (tests/core/test_native_differential.py compares
+//! the tagged output of both); the docstrings there say why each rule exists. Payloads arrive as
+//! canonical JSON and are decoded with serde_json: this runs once per result, when it arrives.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::canonical::py_strip;
+
+pub const OK: &str = "ok";
+pub const EMPTY: &str = "empty";
+pub const ERROR: &str = "error";
+
+const MAX_DETAIL: usize = 200;
+/// tagging.MAX_DECODE_CHARS: JSON text results longer than this (characters) are not decoded.
+const MAX_DECODE_CHARS: usize = 256 * 1024;
+/// tagging.MAX_UNWRAP: nesting of JSON-in-string / wrapper objects followed before giving up.
+const MAX_UNWRAP: u32 = 4;
+const TEXT_BLOCKS: [&str; 3] = ["text", "input_text", "output_text"];
+const OTHER_BLOCKS: [&str; 9] = [
+    "image",
+    "document",
+    "audio",
+    "resource",
+    "resource_link",
+    "search_result",
+    "input_image",
+    "input_file",
+    "file",
+];
+const BEDROCK_BLOCKS: [&str; 5] = ["text", "json", "image", "document", "video"];
+
+/// `tagging.Verdict`. `code` is the JSON-RPC error code as Python prints it (an int, or a bool:
+/// `isinstance(True, int)` holds in Python, so a boolean `code` counts as one there too).
+pub struct Verdict {
+    pub outcome: &'static str,
+    pub why: String,
+    pub text: Option<String>,
+    pub code: Option<String>,
+}
+
+fn v(outcome: &'static str, why: &str) -> Verdict {
+    Verdict {
+        outcome,
+        why: why.to_owned(),
+        text: None,
+        code: None,
+    }
+}
+
+fn vt(outcome: &'static str, why: &str, text: Option<String>) -> Verdict {
+    Verdict {
+        outcome,
+        why: why.to_owned(),
+        text,
+        code: None,
+    }
+}
+
+/// `classify_result(content, is_error)`.
+pub fn classify_result(content: &Value, is_error: Option<bool>) -> Verdict {
+    let r = payload(content, true, 0);
+    if is_error == Some(true) && r.outcome != ERROR {
+        return Verdict {
+            outcome: ERROR,
+            why: "error flag".to_owned(),
+            text: r.text,
+            code: r.code,
+        };
+    }
+    r
+}
+
+fn payload(value: &Value, blocks: bool, depth: u32) -> Verdict {
+    match value {
+        Value::Null => v(EMPTY, "null"),
+        Value::String(s) => text(s, depth),
+        Value::Array(items) => {
+            if items.is_empty() {
+                return v(EMPTY, "empty list");
+            }
+            if blocks {
+                if let Some(r) = content_blocks(items, depth) {
+                    return r;
+                }
+            }
+            v(OK, "data")
+        }
+        Value::Object(d) => object(d, depth),
+        _ => v(OK, "data"),
+    }
+}
+
+fn text(s: &str, depth: u32) -> Verdict {
+    let t = py_strip(s);
+    if t.is_empty() {
+        return v(EMPTY, "blank text");
+    }
+    if t == "null" {
+        return v(EMPTY, "null");
+    }
+    let first = t.as_bytes()[0];
+    let last = *t.as_bytes().last().unwrap_or(&0);
+    if (first == b'[' && last == b']' || first == b'{' && last == b'}')
+        && t.len() >= 2
+        && py_strip(&t[1..t.len() - 1]).is_empty()
+    {
+        return v(
+            EMPTY,
+            if first == b'[' {
+                "empty list"
+            } else {
+                "empty object"
+            },
+        );
+    }
+    if (first == b'{' || first == b'"')
+        && depth < MAX_UNWRAP
+        && (t.len() <= MAX_DECODE_CHARS || t.chars().count() <= MAX_DECODE_CHARS)
+    {
+        let Ok(decoded) = serde_json::from_str::<Value>(t) else {
+            return vt(OK, "text", Some(s.to_owned()));
+        };
+        if decoded.is_object() || decoded.is_string() {
+            let r = payload(&decoded, false, depth + 1);
+            if r.text.is_some() {
+                return r;
+            }
+            return Verdict {
+                text: Some(s.to_owned()),
+                ..r
+            };
+        }
+    }
+    vt(OK, "text", Some(s.to_owned()))
+}
+
+fn str_of<'a>(d: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
+    d.get(k).and_then(Value::as_str)
+}
+
+fn content_blocks(items: &[Value], depth: u32) -> Option<Verdict> {
+    let mut texts: Vec<&str> = Vec::new();
+    let mut others = 0usize;
+    let mut json_values: Vec<&Value> = Vec::new();
+    for b in items {
+        let d = b.as_object()?;
+        match d.get("type") {
+            Some(Value::String(bt)) => {
+                if TEXT_BLOCKS.contains(&bt.as_str()) && str_of(d, "text").is_some() {
+                    texts.push(str_of(d, "text").unwrap_or_default());
+                } else if OTHER_BLOCKS.contains(&bt.as_str()) {
+                    others += 1;
+                } else {
+                    return None;
+                }
+            }
+            None | Some(Value::Null)
+                if d.len() == 1 && d.keys().all(|k| BEDROCK_BLOCKS.contains(&k.as_str())) =>
+            {
+                if let Some(t) = str_of(d, "text") {
+                    texts.push(t);
+                } else if let Some(j) = d.get("json") {
+                    json_values.push(j);
+                } else {
+                    others += 1;
+                }
+            }
+            _ => return None,
+        }
+    }
+    let first_text = || texts.first().map(|t| (*t).to_owned());
+    if others > 0 {
+        return Some(vt(OK, "content", first_text()));
+    }
+    if json_values.len() == 1 && texts.is_empty() {
+        return Some(payload(json_values[0], false, depth + 1));
+    }
+    if !json_values.is_empty() {
+        return Some(vt(OK, "content", first_text()));
+    }
+    if texts.iter().all(|t| py_strip(t).is_empty()) {
+        return Some(v(EMPTY, "blank text"));
+    }
+    if texts.len() == 1 {
+        return Some(text(texts[0], depth + 1));
+    }
+    let said = texts.iter().find(|t| !py_strip(t).is_empty()).copied();
+    Some(vt(OK, "content", said.map(str::to_owned)))
+}
+
+fn is_status(s: Option<&Value>) -> Option<&str> {
+    match s {
+        Some(Value::String(s)) if matches!(s.as_str(), OK | EMPTY | ERROR) => Some(s),
+        _ => None,
+    }
+}
+
+/// Python's `isinstance(x, int)` of a decoded JSON value (booleans included), printed.
+fn py_int(x: Option<&Value>) -> Option<String> {
+    match x? {
+        Value::Bool(b) => Some(if *b { "True" } else { "False" }.to_owned()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn object(d: &Map<String, Value>, depth: u32) -> Verdict {
+    if d.is_empty() {
+        return v(EMPTY, "empty object");
+    }
+    if let Some(status) = is_status(d.get("status")) {
+        return status_object(d, status);
+    }
+    if depth < MAX_UNWRAP {
+        if let Some(inner) = unwrapped(d, depth) {
+            return inner;
+        }
+    }
+    if d.contains_key("code")
+        && d.contains_key("message")
+        && d.keys()
+            .all(|k| matches!(k.as_str(), "code" | "message" | "data"))
+        && py_int(d.get("code")).is_some()
+    {
+        return error_object(&Value::Object(d.clone()));
+    }
+    v(OK, "data")
+}
+
+fn status_object(d: &Map<String, Value>, status: &str) -> Verdict {
+    let text = str_of(d, "hint")
+        .or_else(|| str_of(d, "data"))
+        .map(str::to_owned);
+    if status == ERROR {
+        return vt(ERROR, "status error", text);
+    }
+    if status == EMPTY {
+        return vt(EMPTY, "status empty", text);
+    }
+    if d.get("data").is_some_and(is_empty) {
+        return vt(EMPTY, "status ok with empty data", text);
+    }
+    vt(OK, "status ok", text)
+}
+
+fn unwrapped(d: &Map<String, Value>, depth: u32) -> Option<Verdict> {
+    if d.get("content").is_some_and(Value::is_array)
+        && d.keys().all(|k| {
+            matches!(
+                k.as_str(),
+                "content" | "isError" | "structuredContent" | "_meta"
+            )
+        })
+    {
+        return Some(mcp_result(d, depth));
+    }
+    if d.contains_key("jsonrpc") {
+        if let Some(err) = d.get("error").filter(|e| !e.is_null()) {
+            return Some(error_object(err));
+        }
+        if let Some(result) = d.get("result") {
+            return Some(payload(result, true, depth + 1));
+        }
+    }
+    if d.len() == 1 {
+        let (key, inner) = d.iter().next()?;
+        if key == "error" && !inner.is_null() {
+            return Some(error_object(inner));
+        }
+        if key == "output" || key == "result" {
+            return Some(payload(inner, false, depth + 1));
+        }
+    }
+    None
+}
+
+fn mcp_result(d: &Map<String, Value>, depth: u32) -> Verdict {
+    let content = &d["content"];
+    if d.get("isError") == Some(&Value::Bool(true)) {
+        let inner = payload(content, true, depth + 1);
+        return vt(ERROR, "MCP isError", inner.text);
+    }
+    if let Some(Value::Object(sc)) = d.get("structuredContent") {
+        if is_status(sc.get("status")).is_some() {
+            return object(sc, depth + 1);
+        }
+    }
+    payload(content, true, depth + 1)
+}
+
+fn error_object(err: &Value) -> Verdict {
+    if let Value::Object(e) = err {
+        let code = py_int(e.get("code"));
+        let why = match &code {
+            Some(c) => format!("JSON-RPC error {c}"),
+            None => "error object".to_owned(),
+        };
+        return Verdict {
+            outcome: ERROR,
+            why,
+            text: str_of(e, "message").map(str::to_owned),
+            code,
+        };
+    }
+    vt(ERROR, "error object", err.as_str().map(str::to_owned))
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::String(s) => py_strip(s).is_empty(),
+        _ => false,
+    }
+}
+
+/// Python `re`'s `\s` in a str pattern is `str.isspace`: Unicode White_Space plus \x1c-\x1f.
+const S: &str = r"[\s\x1c-\x1f]";
+
+/// tagging._PREFIX, with `\s` spelled as Python reads it.
+fn prefix_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        let p = format!(
+            r"(?i)^{S}*(?:<tool_use_error>{S}*)?(?:(?:mcp{S}+)?error(?:{S}+-?\d+)?{S}*[:\-]{S}*)?"
+        );
+        Regex::new(&p).expect("the prefix pattern compiles")
+    })
+}
+
+/// tagging._REJECTION, anchored as `re.match` anchors it.
+fn rejection_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        let p = format!(
+            concat!(
+                r"(?i)^(?:input{S}*validation{S}*error",
+                r"|invalid{S}+(?:arguments?|params|parameters?|input)\b",
+                r"|(?:the{S}+)?(?:input|arguments?|parameters?){S}+(?:(?:was|were|is|are){S}+)?",
+                r"(?:rejected|invalid|failed{S}+(?:schema{S}+)?validation)\b",
+                r"|입력(?:이|값이)?{S}*거부",
+                r"|(?:입력|인자|인수|매개변수)(?:이|가|값이)?{S}*(?:잘못|유효하지{S}*않)",
+                r"|잘못된{S}*(?:입력|인자|인수|매개변수))"
+            ),
+            S = S
+        );
+        Regex::new(&p).expect("the rejection pattern compiles")
+    })
+}
+
+/// `input_rejection(v)`: `failure_detail` when the result is the tool refusing the input.
+pub fn input_rejection(r: &Verdict) -> Option<String> {
+    if r.code.as_deref() == Some("-32602") {
+        let said = match r.text.as_deref() {
+            Some(t) if !t.is_empty() => format!(": {}", first_line(t)),
+            _ => String::new(),
+        };
+        return Some(cut(format!("input rejected (JSON-RPC -32602){said}")));
+    }
+    let t = r.text.as_deref()?;
+    let head = match t.char_indices().nth(300) {
+        Some((i, _)) => &t[..i],
+        None => t,
+    };
+    let end = prefix_re().find(head).map_or(0, |m| m.end());
+    let rest = &head[end..];
+    if !rejection_re().is_match(rest) {
+        return None;
+    }
+    let mut said = first_line(rest);
+    let lead: String = said.chars().take(14).collect();
+    if lead.to_lowercase() == "input rejected" {
+        said = said[lead.len()..].trim_start_matches([' ', ':', '-']);
+    }
+    Some(cut(if said.is_empty() {
+        "input rejected".to_owned()
+    } else {
+        format!("input rejected: {said}")
+    }))
+}
+
+pub fn first_line(s: &str) -> &str {
+    let s = py_strip(s);
+    match s.find('\n') {
+        Some(i) => &s[..i],
+        None => s,
+    }
+}
+
+/// `_cut`: at most MAX_DETAIL characters.
+pub fn cut(s: String) -> String {
+    match s.char_indices().nth(MAX_DETAIL) {
+        None => s,
+        Some(_) => {
+            let end = s
+                .char_indices()
+                .nth(MAX_DETAIL - 3)
+                .map_or(s.len(), |(i, _)| i);
+            format!("{}...", &s[..end])
+        }
+    }
+}
