@@ -5,7 +5,9 @@ Per record, each variant does what the sidecar does minus Kafka: build the Kafka
 then
 * `orjson`: `orjson.loads` of the record and `orjson.dumps` of the result (the issue-15 yardstick);
 * `python`: `Pipeline.feed` (no tagger) and `orjson.dumps` of every output record;
-* `native`: `NativePipeline.feed`, whose outputs are already encoded.
+* `native`: `NativePipeline.feed`, whose outputs are already encoded;
+* `python_tag` / `native_tag` (`--tagging`): the same with failure tagging on, a `FailureTagger`
+  at its defaults (what `pair` and the sidecar always run).
 Each variant first takes the warm-up (one open call per conversation: K open conversations), not
 timed; the measured stream then runs against that steady state. Variants are interleaved per
 repeat (the machine is shared) and the median CPU time of the repeats is printed, with the ratio
@@ -15,6 +17,7 @@ to the orjson round trip and, for `native`, which share of records the fast path
     python bench/native_bench.py --conversations 1000 --records 200000 --repeat 5
     python bench/native_bench.py --canonical-only                  # only the canonical records
     python bench/native_bench.py --conversations 100000 --memory   # RSS per open conversation
+    python bench/native_bench.py --conversations 1000 100000 --tagging   # + tagging on
 
 It prints figures; it asserts nothing about speed.
 """
@@ -39,6 +42,7 @@ from engine_bench import engine_config
 from stream_pairer.core import native
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.tagging import FailureTagger
 
 Records = list[tuple[bytes, bytes]]
 
@@ -52,8 +56,10 @@ def _orjson(_k: int, _dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
     return step
 
 
-def _python(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
-    feed = Pipeline(Engine(engine_config(k, dt))).feed
+def _python(
+    k: int, dt: float, tagger: FailureTagger | None = None
+) -> Callable[[bytes, dict[str, Any], str], int]:
+    feed = Pipeline(Engine(engine_config(k, dt), tagger)).feed
     dumps = orjson.dumps
 
     def step(raw: bytes, src: dict[str, Any], key: str) -> int:
@@ -68,8 +74,10 @@ def _python(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
 NATIVE: list[native.NativePipeline] = []
 
 
-def _native(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
-    pipe = native.NativePipeline(engine_config(k, dt))
+def _native(
+    k: int, dt: float, tagger: FailureTagger | None = None
+) -> Callable[[bytes, dict[str, Any], str], int]:
+    pipe = native.NativePipeline(engine_config(k, dt), tagger=tagger)
     NATIVE[:] = [pipe]
     feed = pipe.feed
 
@@ -82,7 +90,23 @@ def _native(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
     return step
 
 
-VARIANTS = {"orjson": _orjson, "python": _python, "native": _native}
+def _python_tag(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
+    return _python(k, dt, FailureTagger())
+
+
+def _native_tag(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
+    return _native(k, dt, FailureTagger())
+
+
+Step = Callable[[bytes, dict[str, Any], str], int]
+VARIANTS: dict[str, Callable[[int, float], Step]] = {
+    "orjson": _orjson,
+    "python": _python,
+    "native": _native,
+    "python_tag": _python_tag,
+    "native_tag": _native_tag,
+}
+DEFAULT_VARIANTS = ["orjson", "python", "native"]
 
 
 def run(step: Callable[[bytes, dict[str, Any], str], int], recs: Records, offset0: int) -> float:
@@ -100,16 +124,16 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
         warm = [r for r in warm if b'"type":"tool_' in r[1][:120]]
         recs = [r for r in recs if b'"type":"tool_' in r[1][:120]]
     times: dict[str, list[float]] = {v: [] for v in args.variants}
-    share = ""
+    share: dict[str, str] = {}
     for _ in range(args.repeat):
         for v in args.variants:
             step = VARIANTS[v](k, args.dt_ms)
             run(step, warm, 0)
             gc.collect()
             times[v].append(run(step, recs, len(warm)))
-            if v == "native":
+            if v.startswith("native"):
                 p = NATIVE[0]
-                share = f"fast path read {p.core.fast_records / p.core.records:.0%} of records"
+                share[v] = f"fast path read {p.core.fast_records / p.core.records:.0%} of records"
             del step
             NATIVE.clear()
             gc.collect()
@@ -119,8 +143,8 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
         med = statistics.median(ts)
         us = 1e6 * med / len(recs)
         ratio = f"  {med / base:5.2f}x orjson" if base else ""
-        note = f"  ({share})" if v == "native" else ""
-        print(f"  {v:7s} {us:7.2f} us/record CPU  {len(recs) / med:>10,.0f} records/s{ratio}{note}")
+        note = f"  ({share[v]})" if v in share else ""
+        print(f"  {v:10s} {us:7.2f} us/record CPU  {len(recs) / med:>10,.0f} records/s{ratio}{note}")
 
 
 def _rss_mib() -> float:
@@ -154,11 +178,14 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--dt-ms", type=float, default=1.0)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=list(VARIANTS))
+    p.add_argument("--tagging", action="store_true", help="add python_tag and native_tag (FailureTagger on)")
     p.add_argument("--canonical-only", action="store_true", help="keep only canonical records")
     p.add_argument("--memory", action="store_true", help="only the compiled core's RSS per conversation")
     args = p.parse_args()
-    if "native" in args.variants and not native.available():
+    if args.tagging:
+        args.variants += [v for v in ("python_tag", "native_tag") if v not in args.variants]
+    if any(v.startswith("native") for v in args.variants) and not native.available():
         print("stream_pairer._native is not built: maturin develop --release (README)", file=sys.stderr)
         return 2
     for k in args.conversations:

@@ -504,7 +504,12 @@ fn classify_result(
     let value: serde_json::Value = serde_json::from_slice(content)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     let v = verdict::classify_result(&value, is_error);
-    Ok((v.outcome, v.why, v.text, v.code))
+    Ok((
+        v.outcome,
+        v.why.into_owned(),
+        v.text.map(|t| t.into_owned()),
+        v.code,
+    ))
 }
 
 /// `tagging.input_rejection` of a text result (tests: the rejection patterns against Python's).
@@ -512,8 +517,8 @@ fn classify_result(
 fn input_rejection(text: String) -> Option<String> {
     verdict::input_rejection(&verdict::Verdict {
         outcome: verdict::OK,
-        why: String::new(),
-        text: Some(text),
+        why: std::borrow::Cow::Borrowed(""),
+        text: Some(std::borrow::Cow::Owned(text)),
         code: None,
     })
 }

@@ -16,7 +16,9 @@ use crate::scan;
 use crate::tagging::{
     point_index, EventTag, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION,
 };
-use crate::verdict::{classify_result, cut, first_line, input_rejection, EMPTY, ERROR};
+use crate::verdict::{
+    classify_result, classify_text, cut, first_line, input_rejection, EMPTY, ERROR,
+};
 
 /// The Python side of tagging: `decode_arguments(text) -> (bytes | None, str | None)` and, when
 /// schemas are configured, `schema_check(name, args_json | None) -> list[(point, detail)]`.
@@ -30,7 +32,7 @@ const FREEFORM_CALL_TYPES: [&[u8]; 2] = [b"\"custom\"", b"\"custom_tool_call\""]
 /// Sets `ev.tag`. The side is canonical JSON (the engine writes it, or it was checked when read).
 pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()> {
     let side = &ev.side;
-    let m = scan::members(side, 0).ok_or_else(|| {
+    let (m, raw_at) = side_members(side).ok_or_else(|| {
         pyo3::exceptions::PyRuntimeError::new_err("internal: an event side is not canonical JSON")
     })?;
     let field = |k: &[u8]| get(&m, k).map_or(&b"null"[..], |x| &side[x.start..x.end]);
@@ -41,7 +43,7 @@ pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()>
         let mut bad = false;
         if payload == b"null" {
             owned = Some(b"{}".to_vec()); // absent arguments are taken as {} (MCP makes them optional)
-        } else if payload[0] == b'"' && !freeform(side, get(&m, b"raw")) {
+        } else if payload[0] == b'"' && !freeform(side, raw_at) {
             let text = scan::unescape(&payload[1..payload.len() - 1]);
             let (decoded, detail): (Option<Vec<u8>>, Option<String>) =
                 hooks.decode_arguments.bind(py).call1((text,))?.extract()?;
@@ -71,14 +73,26 @@ pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()>
             detail: None,
         }
     } else {
-        let content: serde_json::Value =
-            serde_json::from_slice(field(b"content")).unwrap_or(serde_json::Value::Null);
+        let content = field(b"content");
         let is_error = match field(b"is_error") {
             b"true" => Some(true),
             b"false" => Some(false),
             _ => None,
         };
-        let v = classify_result(&content, is_error);
+        let text: std::borrow::Cow<'_, str>;
+        let value: serde_json::Value;
+        let v = if content[0] == b'"' {
+            // A text result (the common case): no JSON tree for it, and no copy without escapes.
+            let inner = &content[1..content.len() - 1];
+            text = match std::str::from_utf8(inner) {
+                Ok(s) if !inner.contains(&b'\\') => std::borrow::Cow::Borrowed(s),
+                _ => std::borrow::Cow::Owned(scan::unescape(inner)),
+            };
+            classify_text(&text, is_error)
+        } else {
+            value = serde_json::from_slice(content).unwrap_or(serde_json::Value::Null);
+            classify_result(&value, is_error)
+        };
         let mut points = Vec::new();
         if let Some(rejected) = input_rejection(&v) {
             // A refusal of the input is the arguments' fault, not the infrastructure's.
@@ -108,12 +122,36 @@ pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()>
     Ok(())
 }
 
+/// The members of an event side up to its last one, `raw` (not scanned: nothing here needs its
+/// end, and it is the largest), and where `raw` starts.
+fn side_members(side: &[u8]) -> Option<(Vec<scan::Member<'_>>, Option<usize>)> {
+    let mut m = Vec::with_capacity(8);
+    let mut p = 1;
+    if side.get(p) == Some(&b'}') {
+        return Some((m, None));
+    }
+    loop {
+        let key_end = scan::string(side, p)?;
+        let start = key_end + 1;
+        let key = &side[p + 1..key_end - 1];
+        if key == b"raw" {
+            return Some((m, Some(start)));
+        }
+        let end = scan::value(side, start, 0, None)?;
+        m.push(scan::Member { key, start, end });
+        match side.get(end)? {
+            b',' => p = end + 1,
+            _ => return Some((m, None)),
+        }
+    }
+}
+
 /// An OpenAI custom tool's call: its input is free-form text, never "undecodable JSON".
-fn freeform(side: &[u8], raw: Option<&scan::Member>) -> bool {
-    let Some(raw) = raw.filter(|r| side[r.start] == b'{') else {
+fn freeform(side: &[u8], raw: Option<usize>) -> bool {
+    let Some(raw) = raw.filter(|r| side[*r] == b'{') else {
         return false;
     };
-    scan::members(side, raw.start).is_some_and(|rm| {
+    scan::members(side, raw).is_some_and(|rm| {
         get(&rm, b"type").is_some_and(|t| FREEFORM_CALL_TYPES.contains(&&side[t.start..t.end]))
     })
 }

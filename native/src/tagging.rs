@@ -58,11 +58,50 @@ pub struct Cfg {
     pub max_total: usize,
 }
 
+/// One remembered (tool, arguments): the first such call's id (its label; without one, its number
+/// in the request, `n`), times seen, and the serial of the entry.
 struct Seen {
-    label: String,
-    id: Option<String>,
+    id: Option<Box<str>>,
+    n: u64,
     times: u64,
     serial: u64,
+}
+
+/// `_ConvState.seen`: a Python dict's insertion order with O(1) removal of its oldest entry and of
+/// any entry. `order` holds (key, serial) in insertion order; an entry removed from `map` leaves
+/// a stale item there, skipped when it reaches the front and compacted when stale items dominate
+/// (an IndexMap's `shift_remove` moved all 256 entries on every call past the cap).
+#[derive(Default)]
+struct SeenMap {
+    map: FxHashMap<u64, Seen>,
+    order: VecDeque<(u64, u64)>,
+}
+
+impl SeenMap {
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+    fn insert(&mut self, key: u64, seen: Seen) {
+        self.order.push_back((key, seen.serial));
+        self.map.insert(key, seen);
+    }
+    fn remove(&mut self, key: u64) {
+        self.map.remove(&key);
+        if self.order.len() > 2 * self.map.len() + 16 {
+            let map = &self.map;
+            self.order
+                .retain(|(k, serial)| map.get(k).is_some_and(|e| e.serial == *serial));
+        }
+    }
+    /// `del seen[next(iter(seen))]`.
+    fn remove_oldest(&mut self) {
+        while let Some((key, serial)) = self.order.pop_front() {
+            if self.map.get(&key).is_some_and(|e| e.serial == serial) {
+                self.map.remove(&key);
+                return;
+            }
+        }
+    }
 }
 
 /// `_ConvState`, kept in the engine's conversation (dropped with it). `uid` tells the process-wide
@@ -73,7 +112,7 @@ pub struct ConvTags {
     first_ts_ms: Option<f64>,
     calls_crossed: bool,
     time_crossed: bool,
-    seen: IndexMap<u64, Seen, FxBuildHasher>,
+    seen: SeenMap,
 }
 
 pub struct Tagger {
@@ -140,8 +179,14 @@ pub struct Forget {
 impl ConvTags {
     /// `_forget_oldest`, second half: drop the entry if this state still holds that very one.
     pub fn forget(&mut self, f: &Forget) {
-        if self.uid == f.uid && self.seen.get(&f.key).is_some_and(|e| e.serial == f.serial) {
-            self.seen.shift_remove(&f.key);
+        if self.uid == f.uid
+            && self
+                .seen
+                .map
+                .get(&f.key)
+                .is_some_and(|e| e.serial == f.serial)
+        {
+            self.seen.remove(f.key);
         }
     }
 
@@ -152,7 +197,7 @@ impl ConvTags {
             first_ts_ms: None,
             calls_crossed: false,
             time_crossed: false,
-            seen: IndexMap::default(),
+            seen: SeenMap::default(),
         }
     }
 }
@@ -274,7 +319,7 @@ impl Tagger {
         ts: Option<f64>,
         key: u64,
     ) -> (Term, bool) {
-        if let (Some(prev), Some(id)) = (st.seen.get(&key), id) {
+        if let (Some(prev), Some(id)) = (st.seen.map.get(&key), id) {
             if prev.id.as_deref() == Some(id) {
                 return (Term::Redelivery, false);
             }
@@ -288,27 +333,29 @@ impl Tagger {
         }
         let mut detail: Option<String> = None;
         let mut forget = false;
-        if let Some(prev) = st.seen.get_mut(&key) {
+        if let Some(prev) = st.seen.map.get_mut(&key) {
             prev.times += 1;
-            detail = Some(format!(
-                "repeats call {} (same tool and arguments; identical call #{})",
-                prev.label, prev.times
-            ));
+            detail = Some(match &prev.id {
+                Some(label) => format!(
+                    "repeats call {label} (same tool and arguments; identical call #{})",
+                    prev.times
+                ),
+                None => format!(
+                    "repeats call #{} (no id) (same tool and arguments; identical call #{})",
+                    prev.n, prev.times
+                ),
+            });
         } else {
             if st.seen.len() >= self.cfg.max_hashes {
-                st.seen.shift_remove_index(0);
+                st.seen.remove_oldest();
             }
-            let label = match id {
-                Some(i) => i.to_owned(),
-                None => format!("#{n} (no id)"),
-            };
             self.serial += 1;
             let serial = self.serial;
             st.seen.insert(
                 key,
                 Seen {
-                    label,
-                    id: id.map(str::to_owned),
+                    id: id.map(Box::from),
+                    n,
                     times: 1,
                     serial,
                 },

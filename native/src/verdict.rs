@@ -5,6 +5,7 @@
 //! the tagged output of both); the docstrings there say why each rule exists. Payloads arrive as
 //! canonical JSON and are decoded with serde_json: this runs once per result, when it arrives.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -37,38 +38,51 @@ const BEDROCK_BLOCKS: [&str; 5] = ["text", "json", "image", "document", "video"]
 
 /// `tagging.Verdict`. `code` is the JSON-RPC error code as Python prints it (an int, or a bool:
 /// `isinstance(True, int)` holds in Python, so a boolean `code` counts as one there too).
-pub struct Verdict {
+/// `text` borrows from the payload where it can (most results are text, and most texts are kept
+/// only to be matched against the rejection patterns).
+pub struct Verdict<'a> {
     pub outcome: &'static str,
-    pub why: String,
-    pub text: Option<String>,
+    pub why: Cow<'static, str>,
+    pub text: Option<Cow<'a, str>>,
     pub code: Option<String>,
 }
 
-fn v(outcome: &'static str, why: &str) -> Verdict {
+impl Verdict<'_> {
+    fn into_owned(self) -> Verdict<'static> {
+        Verdict {
+            outcome: self.outcome,
+            why: self.why,
+            text: self.text.map(|t| Cow::Owned(t.into_owned())),
+            code: self.code,
+        }
+    }
+}
+
+fn v(outcome: &'static str, why: &'static str) -> Verdict<'static> {
     Verdict {
         outcome,
-        why: why.to_owned(),
+        why: Cow::Borrowed(why),
         text: None,
         code: None,
     }
 }
 
-fn vt(outcome: &'static str, why: &str, text: Option<String>) -> Verdict {
+fn vt<'a>(outcome: &'static str, why: &'static str, text: Option<&'a str>) -> Verdict<'a> {
     Verdict {
         outcome,
-        why: why.to_owned(),
-        text,
+        why: Cow::Borrowed(why),
+        text: text.map(Cow::Borrowed),
         code: None,
     }
 }
 
 /// `classify_result(content, is_error)`.
-pub fn classify_result(content: &Value, is_error: Option<bool>) -> Verdict {
+pub fn classify_result(content: &Value, is_error: Option<bool>) -> Verdict<'_> {
     let r = payload(content, true, 0);
     if is_error == Some(true) && r.outcome != ERROR {
         return Verdict {
             outcome: ERROR,
-            why: "error flag".to_owned(),
+            why: Cow::Borrowed("error flag"),
             text: r.text,
             code: r.code,
         };
@@ -76,7 +90,21 @@ pub fn classify_result(content: &Value, is_error: Option<bool>) -> Verdict {
     r
 }
 
-fn payload(value: &Value, blocks: bool, depth: u32) -> Verdict {
+/// `classify_result` of a string payload, without building a JSON value for it.
+pub fn classify_text(s: &str, is_error: Option<bool>) -> Verdict<'_> {
+    let r = text(s, 0);
+    if is_error == Some(true) && r.outcome != ERROR {
+        return Verdict {
+            outcome: ERROR,
+            why: Cow::Borrowed("error flag"),
+            text: r.text,
+            code: r.code,
+        };
+    }
+    r
+}
+
+fn payload(value: &Value, blocks: bool, depth: u32) -> Verdict<'_> {
     match value {
         Value::Null => v(EMPTY, "null"),
         Value::String(s) => text(s, depth),
@@ -96,7 +124,7 @@ fn payload(value: &Value, blocks: bool, depth: u32) -> Verdict {
     }
 }
 
-fn text(s: &str, depth: u32) -> Verdict {
+fn text(s: &str, depth: u32) -> Verdict<'_> {
     let t = py_strip(s);
     if t.is_empty() {
         return v(EMPTY, "blank text");
@@ -124,27 +152,27 @@ fn text(s: &str, depth: u32) -> Verdict {
         && (t.len() <= MAX_DECODE_CHARS || t.chars().count() <= MAX_DECODE_CHARS)
     {
         let Ok(decoded) = serde_json::from_str::<Value>(t) else {
-            return vt(OK, "text", Some(s.to_owned()));
+            return vt(OK, "text", Some(s));
         };
         if decoded.is_object() || decoded.is_string() {
-            let r = payload(&decoded, false, depth + 1);
+            let r = payload(&decoded, false, depth + 1).into_owned();
             if r.text.is_some() {
                 return r;
             }
             return Verdict {
-                text: Some(s.to_owned()),
+                text: Some(Cow::Borrowed(s)),
                 ..r
             };
         }
     }
-    vt(OK, "text", Some(s.to_owned()))
+    vt(OK, "text", Some(s))
 }
 
 fn str_of<'a>(d: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
     d.get(k).and_then(Value::as_str)
 }
 
-fn content_blocks(items: &[Value], depth: u32) -> Option<Verdict> {
+fn content_blocks(items: &[Value], depth: u32) -> Option<Verdict<'_>> {
     let mut texts: Vec<&str> = Vec::new();
     let mut others = 0usize;
     let mut json_values: Vec<&Value> = Vec::new();
@@ -174,7 +202,7 @@ fn content_blocks(items: &[Value], depth: u32) -> Option<Verdict> {
             _ => return None,
         }
     }
-    let first_text = || texts.first().map(|t| (*t).to_owned());
+    let first_text = || texts.first().copied();
     if others > 0 {
         return Some(vt(OK, "content", first_text()));
     }
@@ -191,7 +219,7 @@ fn content_blocks(items: &[Value], depth: u32) -> Option<Verdict> {
         return Some(text(texts[0], depth + 1));
     }
     let said = texts.iter().find(|t| !py_strip(t).is_empty()).copied();
-    Some(vt(OK, "content", said.map(str::to_owned)))
+    Some(vt(OK, "content", said))
 }
 
 fn is_status(s: Option<&Value>) -> Option<&str> {
@@ -210,7 +238,7 @@ fn py_int(x: Option<&Value>) -> Option<String> {
     }
 }
 
-fn object(d: &Map<String, Value>, depth: u32) -> Verdict {
+fn object(d: &Map<String, Value>, depth: u32) -> Verdict<'_> {
     if d.is_empty() {
         return v(EMPTY, "empty object");
     }
@@ -228,15 +256,13 @@ fn object(d: &Map<String, Value>, depth: u32) -> Verdict {
             .all(|k| matches!(k.as_str(), "code" | "message" | "data"))
         && py_int(d.get("code")).is_some()
     {
-        return error_object(&Value::Object(d.clone()));
+        return error_fields(d);
     }
     v(OK, "data")
 }
 
-fn status_object(d: &Map<String, Value>, status: &str) -> Verdict {
-    let text = str_of(d, "hint")
-        .or_else(|| str_of(d, "data"))
-        .map(str::to_owned);
+fn status_object<'a>(d: &'a Map<String, Value>, status: &str) -> Verdict<'a> {
+    let text = str_of(d, "hint").or_else(|| str_of(d, "data"));
     if status == ERROR {
         return vt(ERROR, "status error", text);
     }
@@ -249,7 +275,7 @@ fn status_object(d: &Map<String, Value>, status: &str) -> Verdict {
     vt(OK, "status ok", text)
 }
 
-fn unwrapped(d: &Map<String, Value>, depth: u32) -> Option<Verdict> {
+fn unwrapped(d: &Map<String, Value>, depth: u32) -> Option<Verdict<'_>> {
     if d.get("content").is_some_and(Value::is_array)
         && d.keys().all(|k| {
             matches!(
@@ -280,11 +306,14 @@ fn unwrapped(d: &Map<String, Value>, depth: u32) -> Option<Verdict> {
     None
 }
 
-fn mcp_result(d: &Map<String, Value>, depth: u32) -> Verdict {
+fn mcp_result(d: &Map<String, Value>, depth: u32) -> Verdict<'_> {
     let content = &d["content"];
     if d.get("isError") == Some(&Value::Bool(true)) {
         let inner = payload(content, true, depth + 1);
-        return vt(ERROR, "MCP isError", inner.text);
+        return Verdict {
+            text: inner.text,
+            ..v(ERROR, "MCP isError")
+        };
     }
     if let Some(Value::Object(sc)) = d.get("structuredContent") {
         if is_status(sc.get("status")).is_some() {
@@ -294,21 +323,25 @@ fn mcp_result(d: &Map<String, Value>, depth: u32) -> Verdict {
     payload(content, true, depth + 1)
 }
 
-fn error_object(err: &Value) -> Verdict {
+fn error_object(err: &Value) -> Verdict<'_> {
     if let Value::Object(e) = err {
-        let code = py_int(e.get("code"));
-        let why = match &code {
-            Some(c) => format!("JSON-RPC error {c}"),
-            None => "error object".to_owned(),
-        };
-        return Verdict {
-            outcome: ERROR,
-            why,
-            text: str_of(e, "message").map(str::to_owned),
-            code,
-        };
+        return error_fields(e);
     }
-    vt(ERROR, "error object", err.as_str().map(str::to_owned))
+    vt(ERROR, "error object", err.as_str())
+}
+
+fn error_fields(e: &Map<String, Value>) -> Verdict<'_> {
+    let code = py_int(e.get("code"));
+    let why = match &code {
+        Some(c) => Cow::Owned(format!("JSON-RPC error {c}")),
+        None => Cow::Borrowed("error object"),
+    };
+    Verdict {
+        outcome: ERROR,
+        why,
+        text: str_of(e, "message").map(Cow::Borrowed),
+        code,
+    }
 }
 
 fn is_empty(value: &Value) -> bool {

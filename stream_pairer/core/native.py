@@ -229,4 +229,9 @@ class NativePipeline:
 def _decode_arguments(text: str) -> tuple[bytes | None, str | None]:
     """`tagging.decode_arguments` for the core: the decoded value re-encoded, or the detail."""
     value, bad = tagging.decode_arguments(text)
-    return (None, bad) if bad is not None else (orjson.dumps(value), None)
+    if bad is not None:
+        return None, bad
+    try:
+        return orjson.dumps(value), None
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes: the text stands for itself
+        return None, None

@@ -870,3 +870,39 @@ def test_repeat_check_ignores_key_order_and_tells_values_apart() -> None:
     assert nat.flush() == want
     repeats = [i for i, rec in enumerate(want) if b"repeats call" in rec]
     assert repeats == want_repeats
+
+
+def test_pending_request_starts_are_bounded_as_in_python() -> None:
+    """Request starts of conversations the engine does not hold yet are kept up to
+    tagging.MAX_PENDING_REQUESTS, oldest forgotten first: the first prompt's start is forgotten
+    (its call counts time from itself), the second's is kept (its call crosses the time cap)."""
+    n = tagging.MAX_PENDING_REQUESTS + 1
+    prompts = [
+        orjson.dumps(
+            {"conversation_id": f"p{i}", "ts": _iso(T0, "Z"), "message": {"role": "user", "content": "go"}}
+        )
+        for i in range(n)
+    ]
+    calls = [
+        orjson.dumps(
+            {
+                "conversation_id": c,
+                "type": "tool_call",
+                "id": "a",
+                "name": "read",
+                "ts": _iso(T0 + 5_000, "Z"),
+            }
+        )
+        for c in ("p0", "p1")
+    ]
+    settings: dict[str, Any] = {"max_conversation_ms": 1_000.0}
+    py = Pipeline(Engine(EngineConfig(), FailureTagger(**settings)))
+    nat = native.NativePipeline(tagger=FailureTagger(**settings))
+    for i, raw in enumerate(prompts + calls):
+        assert nat.feed(raw, {"line": i}) == [orjson.dumps(r) for r in py.feed(raw, {"line": i})]
+    want = [orjson.dumps(r) for r in py.flush()]
+    assert nat.flush() == want
+    details = [orjson.loads(r)["failure_detail"] for r in want]
+    assert details[0] is None
+    assert details[1] is not None and details[1].startswith("call at +5.0 s after the start of this request")
+    assert nat.crossings == {"time": 1}
