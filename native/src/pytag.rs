@@ -83,11 +83,7 @@ pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()>
         let value: serde_json::Value;
         let v = if content[0] == b'"' {
             // A text result (the common case): no JSON tree for it, and no copy without escapes.
-            let inner = &content[1..content.len() - 1];
-            text = match std::str::from_utf8(inner) {
-                Ok(s) if !inner.contains(&b'\\') => std::borrow::Cow::Borrowed(s),
-                _ => std::borrow::Cow::Owned(scan::unescape(inner)),
-            };
+            text = unescape(&content[1..content.len() - 1]);
             classify_text(&text, is_error)
         } else {
             value = serde_json::from_slice(content).unwrap_or(serde_json::Value::Null);
@@ -122,6 +118,45 @@ pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()>
     Ok(())
 }
 
+/// The text of a canonical string's content (between the quotes): borrowed when it has no
+/// escapes; otherwise copied run by run (`scan::unescape` goes byte by byte).
+fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
+    let Some(first) = raw.iter().position(|&c| c == b'\\') else {
+        return String::from_utf8_lossy(raw);
+    };
+    let mut out = Vec::with_capacity(raw.len());
+    out.extend_from_slice(&raw[..first]);
+    let mut i = first;
+    while i < raw.len() {
+        let c = raw[i + 1];
+        match c {
+            b'b' => out.push(8),
+            b't' => out.push(9),
+            b'n' => out.push(10),
+            b'f' => out.push(12),
+            b'r' => out.push(13),
+            b'u' => {
+                // orjson escapes only control characters this way: \u00xx.
+                let hex = std::str::from_utf8(&raw[i + 2..i + 6]).unwrap_or("0");
+                out.push(u8::from_str_radix(hex, 16).unwrap_or(0));
+                i += 4;
+            }
+            other => out.push(other),
+        }
+        i += 2;
+        let run = raw[i..]
+            .iter()
+            .position(|&c| c == b'\\')
+            .map_or(raw.len(), |n| i + n);
+        out.extend_from_slice(&raw[i..run]);
+        i = run;
+    }
+    std::borrow::Cow::Owned(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
+}
+
 /// The members of an event side up to its last one, `raw` (not scanned: nothing here needs its
 /// end, and it is the largest), and where `raw` starts.
 fn side_members(side: &[u8]) -> Option<(Vec<scan::Member<'_>>, Option<usize>)> {
@@ -137,12 +172,47 @@ fn side_members(side: &[u8]) -> Option<(Vec<scan::Member<'_>>, Option<usize>)> {
         if key == b"raw" {
             return Some((m, Some(start)));
         }
-        let end = scan::value(side, start, 0, None)?;
+        let end = skip(side, start)?;
         m.push(scan::Member { key, start, end });
         match side.get(end)? {
             b',' => p = end + 1,
             _ => return Some((m, None)),
         }
+    }
+}
+
+/// Where the JSON value at `pos` ends, in bytes already known to be canonical JSON (the engine
+/// wrote them or checked them): strings and nesting are followed, nothing is validated again.
+fn skip(b: &[u8], pos: usize) -> Option<usize> {
+    match *b.get(pos)? {
+        b'"' => scan::string(b, pos),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut p = pos;
+            loop {
+                match *b.get(p)? {
+                    b'"' => {
+                        p = scan::string(b, p)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(p + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                p += 1;
+            }
+        }
+        _ => Some(
+            b[pos..]
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b']'))
+                .map_or(b.len(), |i| pos + i),
+        ),
     }
 }
 
