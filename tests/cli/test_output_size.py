@@ -118,3 +118,16 @@ def test_an_unknown_mode_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtur
         main(["pair", str(EXAMPLE), "--out", str(tmp_path / "o"), "--raw", "some"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_run_takes_the_mode_from_its_flag_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sidecar's engine config carries the mode (its records are built by the same engine)."""
+    from stream_pairer.cli.app import build_parser  # noqa: PLC0415
+    from stream_pairer.cli.commands.run import config_from_args  # noqa: PLC0415
+
+    required = ["run", "--bootstrap-servers", "127.0.0.1:9092", "--input-topic", "t", "--group-id", "g"]
+    got = config_from_args(build_parser("run").parse_args([*required, "--raw", "omit"]))
+    assert got.engine.raw is RawMode.OMIT
+    monkeypatch.setenv("STREAM_PAIRER_RAW", "call")
+    got = config_from_args(build_parser("run").parse_args(required))
+    assert got.engine.raw is RawMode.CALL
