@@ -61,6 +61,7 @@ impl Event {
         if self.raw_at < self.side.len() {
             self.side.truncate(self.raw_at);
             self.side.push(b'}');
+            self.side.shrink_to_fit(); // a held call must not keep the raw block's room
             self.raw_at = self.side.len();
         }
     }
