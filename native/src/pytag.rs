@@ -30,7 +30,14 @@ pub struct TagHooks {
 const FREEFORM_CALL_TYPES: [&[u8]; 2] = [b"\"custom\"", b"\"custom_tool_call\""];
 
 /// Sets `ev.tag`. The side is canonical JSON (the engine writes it, or it was checked when read).
-pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()> {
+/// `raw` is the event's raw block when the side may not carry it (`--raw call|omit`): a custom
+/// tool call is told by its block's `type`.
+pub fn prepare(
+    py: Python<'_>,
+    ev: &mut Event,
+    hooks: &TagHooks,
+    raw: Option<&[u8]>,
+) -> PyResult<()> {
     let side = &ev.side;
     let (m, raw_at) = side_members(side).ok_or_else(|| {
         pyo3::exceptions::PyRuntimeError::new_err("internal: an event side is not canonical JSON")
@@ -43,7 +50,12 @@ pub fn prepare(py: Python<'_>, ev: &mut Event, hooks: &TagHooks) -> PyResult<()>
         let mut bad = false;
         if payload == b"null" {
             owned = Some(b"{}".to_vec()); // absent arguments are taken as {} (MCP makes them optional)
-        } else if payload[0] == b'"' && !freeform(side, raw_at) {
+        } else if payload[0] == b'"'
+            && !match raw.filter(|r| !r.is_empty()) {
+                Some(block) => freeform(block, Some(0)),
+                None => freeform(side, raw_at),
+            }
+        {
             let text = scan::unescape(&payload[1..payload.len() - 1]);
             let (decoded, detail): (Option<Vec<u8>>, Option<String>) =
                 hooks.decode_arguments.bind(py).call1((text,))?.extract()?;

@@ -98,7 +98,10 @@ class NativePipeline:
             max_id_bytes=format_config.max_id_bytes,
             # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
             held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
+            # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
+            raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
         )
+        self._raw_sides = (cfg.raw.keeps(True), cfg.raw.keeps(False))
         self.core.set_fallback(self._python_path)
         if tagger is not None:
             self._set_tagging(tagger)
@@ -154,6 +157,8 @@ class NativePipeline:
         out: list[bytes] = []
         dumps = orjson.dumps
         process = self.core.process
+        raw_call, raw_result = self._raw_sides
+        tagged = self.tagger is not None  # the tagger reads a call's raw block (custom tools)
         for i, ev in enumerate(events):
             while requests and requests[0][0] <= i:  # Pipeline.feed's order: a start before its event
                 _, conv, ts = requests.pop(0)
@@ -173,7 +178,7 @@ class NativePipeline:
                     ev.is_error,
                     ev.size,
                     dumps(ev.payload),
-                    dumps(ev.raw),
+                    dumps(ev.raw) if (raw_call or tagged if ev.is_call else raw_result) else b"",
                     src,
                     arrival_ms,
                 )

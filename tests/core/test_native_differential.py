@@ -24,6 +24,7 @@ from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.core.toolschemas import ToolSchemaRegistry
+from stream_pairer.core.vocab import RawMode
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 
@@ -207,6 +208,7 @@ def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
         max_held_bytes=draw(st.sampled_from([3_000, 12_000, 2**30, 2**30])),
         max_closed_ids_per_conversation=draw(st.integers(0, 4)),
         max_closed_ids=draw(st.integers(0, 6)),
+        raw=draw(st.sampled_from(list(RawMode))),  # --raw: the side shapes of every mode
     )
     base = draw(st.lists(records(skew), min_size=1, max_size=40))
     ops: list[Any] = []
@@ -248,9 +250,10 @@ def test_same_output_bytes_as_the_python_engine(scenario: tuple[EngineConfig, li
     _run_both(*scenario)
 
 
-def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
+@pytest.mark.parametrize("mode", list(RawMode))
+def test_bench_data_is_read_by_the_fast_path_and_matches(mode: RawMode) -> None:
     """The benchmark's traffic (bench/datagen.py mix) with limits small enough to evict: identical
-    bytes, and every record read by the fast path (none handed to Python)."""
+    bytes in every --raw mode, and every record read by the fast path (none handed to Python)."""
     import sys  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
@@ -259,7 +262,7 @@ def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
 
     ds = datagen.generate(60, 3000, drain=True)
     cfg = EngineConfig(
-        call_timeout_ms=20_000, max_conversations=40, max_held_bytes=150_000, max_closed_ids=80
+        call_timeout_ms=20_000, max_conversations=40, max_held_bytes=150_000, max_closed_ids=80, raw=mode
     )
     ops = [("feed", (raw, key.decode(), None)) for key, raw in ds.all]
     _run_both(cfg, ops)
@@ -683,6 +686,7 @@ def tagged_scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any], TaggerSe
         max_held_bytes=draw(st.sampled_from([6_000, 2**30, 2**30])),
         max_closed_ids_per_conversation=draw(st.integers(0, 4)),
         max_closed_ids=draw(st.integers(0, 6)),
+        raw=draw(st.sampled_from(list(RawMode))),  # a custom tool call is told by its raw block
     )
     tagger: TaggerSettings = {
         "max_calls_per_conversation": draw(st.sampled_from([0, 1, 2, 12])),
@@ -906,3 +910,57 @@ def test_pending_request_starts_are_bounded_as_in_python() -> None:
     assert details[0] is None
     assert details[1] is not None and details[1].startswith("call at +5.0 s after the start of this request")
     assert nat.crossings == {"time": 1}
+
+
+@pytest.mark.parametrize("raw", list(RawMode))
+def test_raw_modes_shape_the_sides_alike(raw: RawMode) -> None:
+    """--raw on examples/mixed.jsonl (every format, most through the Python format layer): the same
+    bytes from both engines, and `raw` on exactly the sides the mode keeps it on."""
+    from pathlib import Path  # noqa: PLC0415
+
+    lines = (Path(__file__).resolve().parents[2] / "examples" / "mixed.jsonl").read_bytes().splitlines()
+    cfg = EngineConfig(raw=raw)
+    py, nat = Pipeline(Engine(cfg)), native.NativePipeline(cfg)
+    got: list[bytes] = []
+    for i, line in enumerate(lines):
+        if line.strip():
+            src = {"file": "mixed.jsonl", "line": i + 1}
+            want = [orjson.dumps(r) for r in py.feed(line, src, key="k")]
+            out = nat.feed(line, src, key="k")
+            assert out == want, i
+            got += out
+    want = [orjson.dumps(r) for r in py.flush("end_of_input", result_reason="no_call")]
+    assert nat.flush("end_of_input", result_reason="no_call") == want
+    got += want
+    sides = 0
+    for rec in map(orjson.loads, got):
+        pairs = [(True, rec["call"]), (False, rec["result"])] if rec["kind"] == "pair" else []
+        if rec["kind"].startswith("orphan"):
+            pairs = [(rec["kind"] == "orphan_call", rec["event"])]
+        for is_call, side in pairs:
+            sides += 1
+            assert ("raw" in side) == raw.keeps(is_call)
+    assert sides >= 30 and nat.core.fast_records > 0
+
+
+@pytest.mark.parametrize("raw", list(RawMode))
+@pytest.mark.parametrize("spelling", ["orjson", "spaced"])
+def test_custom_tool_input_is_never_undecodable_json(raw: RawMode, spelling: str) -> None:
+    """A custom (free-form) tool's input is text, told by its raw block's type, also where the
+    side omits that block (--raw) and on the Python read path (spaced JSON); a function call's
+    undecodable arguments are an argument_construction failure in both engines."""
+    recs = [
+        {"conversation_id": "c", "type": t, "call_id": f"k{i}", "name": "sh", arg: "not json {"}
+        for i, (t, arg) in enumerate([("custom_tool_call", "input"), ("function_call", "arguments")])
+    ]
+    lines = [orjson.dumps(r) if spelling == "orjson" else json.dumps(r).encode() for r in recs]
+    cfg = EngineConfig(raw=raw)
+    py = Pipeline(Engine(cfg, FailureTagger()))
+    nat = native.NativePipeline(cfg, tagger=FailureTagger())
+    for i, line in enumerate(lines):
+        assert nat.feed(line, {"line": i}) == [orjson.dumps(r) for r in py.feed(line, {"line": i})]
+    want = [orjson.dumps(r) for r in py.flush()]
+    assert nat.flush() == want
+    assert [orjson.loads(r)["failure"] for r in want] == [None, "argument_construction"]
+    # The custom call's text is read by the fast path; undecodable arguments go to Python.
+    assert nat.fallthrough == ({"arguments": 1} if spelling == "orjson" else {"not_canonical": 2})
