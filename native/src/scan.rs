@@ -244,11 +244,92 @@ fn number(b: &[u8], pos: usize) -> Option<usize> {
     ok.then_some(p)
 }
 
-/// The members of an object already validated by `value` (used for nested objects).
+/// The members of an object already validated by `value` (used for nested objects): an index
+/// only, no checks (the readers ask for the members of a message, its blocks and their fields:
+/// validating each level again read the payloads five or six times). Bytes that were not
+/// validated give None or a wrong index, never a panic. A non-object has no members.
 pub fn members(b: &[u8], start: usize) -> Option<Vec<Member<'_>>> {
     let mut m = Vec::new();
-    value(b, start, 0, Some(&mut m))?;
-    Some(m)
+    if *b.get(start)? != b'{' {
+        return Some(m);
+    }
+    let mut p = start + 1;
+    if *b.get(p)? == b'}' {
+        return Some(m);
+    }
+    loop {
+        let kend = skip_string(b, p)?;
+        let vstart = kend + 1;
+        let vend = skip(b, vstart)?;
+        m.push(Member {
+            key: b.get(p + 1..kend - 1)?,
+            start: vstart,
+            end: vend,
+        });
+        match *b.get(vend)? {
+            b',' => p = vend + 1,
+            b'}' => return Some(m),
+            _ => return None,
+        }
+    }
+}
+
+/// Where the value at `pos` ends, in bytes already validated by `value` (a skip, no checks).
+fn skip(b: &[u8], pos: usize) -> Option<usize> {
+    match *b.get(pos)? {
+        b'"' => skip_string(b, pos),
+        b'{' | b'[' => {
+            let mut depth = 0u32;
+            let mut p = pos;
+            loop {
+                match *b.get(p)? {
+                    b'"' => {
+                        p = skip_string(b, p)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(p + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                p += 1;
+            }
+        }
+        _ => {
+            // a number or literal: ends at the separator after it (values here are never top-level)
+            let mut p = pos;
+            while !matches!(*b.get(p)?, b',' | b'}' | b']') {
+                p += 1;
+            }
+            Some(p)
+        }
+    }
+}
+
+/// The index after the closing quote of the string at `pos` (validated: only escapes matter).
+fn skip_string(b: &[u8], pos: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let mut p = pos + 1;
+    loop {
+        while let Some(chunk) = b.get(p..p + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().ok()?);
+            if (has_zero(x ^ (ONES * b'"' as u64)) | has_zero(x ^ (ONES * b'\\' as u64))) != 0 {
+                break;
+            }
+            p += 8;
+        }
+        match *b.get(p)? {
+            b'"' => return Some(p + 1),
+            b'\\' => p += 2,
+            _ => p += 1,
+        }
+    }
 }
 
 /// The decoded text of a canonical string's raw content (between the quotes).
@@ -285,7 +366,8 @@ pub fn unescape(raw: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The (start, end) ranges of the elements of an array already validated by `value`.
+/// The (start, end) ranges of the elements of an array already validated by `value` (an index
+/// only, as `members`).
 pub fn elements(b: &[u8], start: usize) -> Option<Vec<(usize, usize)>> {
     let mut out = Vec::new();
     let mut p = start + 1;
@@ -293,7 +375,7 @@ pub fn elements(b: &[u8], start: usize) -> Option<Vec<(usize, usize)>> {
         return Some(out);
     }
     loop {
-        let end = value(b, p, 0, None)?;
+        let end = skip(b, p)?;
         out.push((p, end));
         match *b.get(end)? {
             b',' => p = end + 1,
