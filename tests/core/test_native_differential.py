@@ -327,11 +327,13 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
                 "timestamp": ts,
                 "message": msg,
             }
-        else:
+        elif draw(st.booleans()):
             rec = {"conversation_id": conv, "message": msg}
             rec["ts" if draw(st.booleans()) else "other"] = ts
             if draw(st.booleans()):
                 msg["ts"] = _iso(ms + 7, "Z")  # read only when the wrapper has no timestamp
+        else:  # a bare message, its time beside it
+            rec = {"conversation_id": conv, "ts": ts, **msg}
     elif shape == "responses":
         rec = {"conversation_id": conv, "created_at": ts}
         if is_call:
@@ -353,7 +355,8 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
             msg = {"role": "function", "content": payload}
             if name is not None:
                 msg["name"] = name
-        rec = {"conversation_id": conv, "ts": ts, "message": msg}
+        rec = {"conversation_id": conv, "ts": ts}
+        rec |= msg if draw(st.booleans()) else {"message": msg}  # bare, or in a logging wrapper
     else:
         if is_call:
             args = draw(
@@ -375,7 +378,8 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
             msg = {"role": "tool", "tool_call_id": rid or "", "content": payload}
             if name is not None:
                 msg["name"] = name
-        rec = {"conversation_id": conv, "ts": ts, "message": msg}
+        rec = {"conversation_id": conv, "ts": ts}
+        rec |= msg if draw(st.booleans()) else {"message": msg}  # bare, or in a logging wrapper
     encoding = draw(st.sampled_from(["orjson"] * 6 + ["spaced", "ascii", "trailing_nl"]))
     if encoding == "spaced":
         raw = json.dumps(rec, ensure_ascii=False).encode()
