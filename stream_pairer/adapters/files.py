@@ -47,6 +47,7 @@ OUTPUT_FILES = {
     RecordKind.ORPHAN_RESULT.value: "orphans.jsonl",
     RecordKind.DEAD_LETTER.value: "dead_letter.jsonl",
 }
+_KIND_AT: Final = len(b'{"kind":"')  # where an encoded output record's kind starts
 CHUNK: Final = 1 << 16  # bytes read at a time from an input
 OVERSIZE_HEAD: Final = 4096  # first bytes of an oversize line kept for its dead letter
 # Top-level keys of a document whose array value holds the messages, in the order tried.
@@ -434,12 +435,19 @@ class OutputWriter:
             self.abort()
             raise InputError(f"cannot write in {out_dir}: {err.strerror or err}") from err
         self._by_kind = {kind: self._files[name] for kind, name in OUTPUT_FILES.items()}
+        self._by_encoded_kind = {kind.encode(): f for kind, f in self._by_kind.items()}
 
-    def write(self, records: list[Record]) -> None:
+    def write(self, records: Sequence[Record | bytes]) -> None:
+        """Output records: dicts (the Python engine) or their encoding (the compiled core, whose
+        every record starts with `{"kind":"<kind>"`, so the file is chosen without decoding)."""
         dumps = orjson.dumps
         by_kind = self._by_kind
+        by_encoded = self._by_encoded_kind
         for rec in records:
-            by_kind[rec["kind"]].write(dumps(rec) + b"\n")
+            if isinstance(rec, bytes):
+                by_encoded[rec[_KIND_AT : rec.index(b'"', _KIND_AT)]].write(rec + b"\n")
+            else:
+                by_kind[rec["kind"]].write(dumps(rec) + b"\n")
 
     def close(self) -> None:
         """Complete the run: make the temporary files durable, then rename them into place."""
