@@ -46,8 +46,9 @@ def decoded(out: Iterable[Emitted]) -> list[Emitted]:
             assert e.meta == output_meta(rec), (e.meta, rec)
             if rec["kind"] != "dead_letter":
                 assert e.key == rec["conversation_id"].encode()
-            e = Emitted(e.topic, e.key, rec, None)
-        result.append(e)
+            result.append(Emitted(e.topic, e.key, rec, None))
+        else:
+            result.append(e)
     return result
 
 

@@ -197,6 +197,11 @@ class NativePipeline:
                 observer.observe_record_read(None, 0, 0)
                 observer.observe_skipped(info.skipped_type)
             return []
+        requests = info.requests
+        if requests:
+            # Pipeline.feed consumes the request starts it hands the tagger before an event; those
+            # after the last event stay. Without a tagger nothing else reads them here.
+            requests[:] = [r for r in requests if r[0] >= len(events)]
         out: list[Any] = []
         copies = 0
         admitted: list[ToolEvent] = []

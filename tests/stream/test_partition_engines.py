@@ -97,7 +97,9 @@ def lives(draw: st.DrawFn) -> tuple[EngineConfig, bool, list[Msg], list[Any]]:
     # Always one commit followed by a crash, somewhere: the replay from a checkpoint (held
     # blocks, restored conversation clocks) is the part that differs most between the engines.
     at = draw(st.integers(0, len(ops)))
-    ops[at:at] = [("feed", draw(st.integers(2, 20))), ("commit",), ("feed", draw(st.integers(0, 8))), ("crash",)]
+    ops[at:at] = [
+        ("feed", draw(st.integers(2, 20))), ("commit",), ("feed", draw(st.integers(0, 8))), ("crash",),
+    ]  # fmt: skip
     ops.append(("feed", len(log)))
     return cfg, repartition, log, ops
 
@@ -120,13 +122,15 @@ class Twin:
         self.states = self._open(None, None, 0.0)
 
     def _open(self, start: int | None, cp: Checkpoint | None, wall: float) -> tuple[PartitionState, ...]:
-        return tuple(
-            PartitionState(
-                TOPIC, 0, stream_pipeline(self.cfg, observer=obs, engine=engine), TOPICS,
-                start_offset=start, restore=cp, wall_ms=wall, lineage_headers=self.repartition,
+        states = []
+        for engine, obs in zip(("python", "native"), self.observers, strict=True):
+            pipeline = stream_pipeline(self.cfg, observer=obs, engine=engine)  # type: ignore[arg-type]
+            state = PartitionState(
+                TOPIC, 0, pipeline, TOPICS, start_offset=start, restore=cp, wall_ms=wall,
+                lineage_headers=self.repartition,
             )  # fmt: skip
-            for engine, obs in zip(("python", "native"), self.observers, strict=True)
-        )
+            states.append(state)
+        return tuple(states)
 
     def check_state(self) -> None:
         py, nat = self.states
@@ -153,9 +157,7 @@ def test_both_engines_run_a_partition_alike(life: tuple[EngineConfig, bool, list
             emitted += len(_same(py.feed(batch, wall), nat.feed(batch, wall)))
         elif op[0] == "tick":
             wall += op[1]
-            emitted += len(
-                _same(py.tick(wall, caught_up=op[2]), nat.tick(wall, caught_up=op[2]))
-            )
+            emitted += len(_same(py.tick(wall, caught_up=op[2]), nat.tick(wall, caught_up=op[2])))
         elif op[0] == "commit":
             cp = py.checkpoint("g", "t")
             assert nat.checkpoint("g", "t") == cp
