@@ -124,3 +124,13 @@ def test_auto_and_the_environment_variable_choose_the_engine(
     monkeypatch.setenv("STREAM_PAIRER_ENGINE", "python")
     assert main(argv) == 0
     assert "python engine" in capsys.readouterr().out
+
+
+def test_run_with_engine_native_and_tagging_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """The sidecar refuses at start, before connecting (the bootstrap address is never dialled)."""
+    if native.supports(_default_tagger()) or os.environ.get("STREAM_PAIRER_TEST_UNTAGGED") == "1":
+        pytest.skip("the compiled core runs the tagger now (or the run has no tagger)")
+    argv = ["run", "--engine", "native", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "t"]
+    assert main([*argv, "--group-id", "g", "--no-http"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("stream-pairer run: --engine native:")

@@ -108,7 +108,9 @@ async def test_broker_stopped_and_restarted_while_running(
         async with OutputReader(bootstrap, topic) as reader:
             await reader.until(lambda recs: summary(recs)["pair"] == len(convs), timeout_s=30)
         await wait_for(
-            lambda: sum(st.pipeline.gauges().open_calls for st in sidecar.states.values()) == 6, 10, "calls held"
+            lambda: sum(st.pipeline.gauges().open_calls for st in sidecar.states.values()) == 6,
+            10,
+            "calls held",
         )
 
         await asyncio.to_thread(broker.stop)

@@ -60,7 +60,8 @@ async def test_partitions_move_with_open_calls_and_nothing_is_lost_or_doubled(
         moved = set(second.states)
         held_after = sum(st.pipeline.gauges().open_calls for s in (first, second) for st in s.states.values())
         await wait_for(
-            lambda: sum(st.pipeline.gauges().open_calls for s in (first, second) for st in s.states.values()) == 16,
+            lambda: sum(st.pipeline.gauges().open_calls for s in (first, second) for st in s.states.values())
+            == 16,
             30, "open calls rebuilt on the new owner",
         )  # fmt: skip
 
