@@ -435,19 +435,28 @@ class OutputWriter:
             self.abort()
             raise InputError(f"cannot write in {out_dir}: {err.strerror or err}") from err
         self._by_kind = {kind: self._files[name] for kind, name in OUTPUT_FILES.items()}
-        self._by_encoded_kind = {kind.encode(): f for kind, f in self._by_kind.items()}
+        # Bytes of the records written, by record kind, line separators not counted: the output
+        # side of "output bytes per input byte" (`pair`'s summary; README, Output size).
+        self.bytes_by_kind: dict[str, int] = dict.fromkeys(OUTPUT_FILES, 0)
+        self._by_encoded_kind = {kind.encode(): (f, kind) for kind, f in self._by_kind.items()}
 
     def write(self, records: Sequence[Record | bytes]) -> None:
         """Output records: dicts (the Python engine) or their encoding (the compiled core, whose
         every record starts with `{"kind":"<kind>"`, so the file is chosen without decoding)."""
         dumps = orjson.dumps
         by_kind = self._by_kind
+        sizes = self.bytes_by_kind
         by_encoded = self._by_encoded_kind
         for rec in records:
             if isinstance(rec, bytes):
-                by_encoded[rec[_KIND_AT : rec.index(b'"', _KIND_AT)]].write(rec + b"\n")
+                f, kind = by_encoded[rec[_KIND_AT : rec.index(b'"', _KIND_AT)]]
+                f.write(rec + b"\n")
+                sizes[kind] += len(rec)
             else:
-                by_kind[rec["kind"]].write(dumps(rec) + b"\n")
+                kind = rec["kind"]
+                line = dumps(rec)
+                by_kind[kind].write(line + b"\n")
+                sizes[kind] += len(line)
 
     def close(self) -> None:
         """Complete the run: make the temporary files durable, then rename them into place."""

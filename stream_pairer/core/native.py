@@ -111,7 +111,10 @@ class NativePipeline:
             max_id_bytes=format_config.max_id_bytes,
             # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
             held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
+            # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
+            raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
         )
+        self._raw_sides = (cfg.raw.keeps(True), cfg.raw.keeps(False))
         self.core.set_fallback(self._python_path)
         self.routed = routed
         if routed:
@@ -237,7 +240,8 @@ class NativePipeline:
             ev.is_error,
             ev.size,
             dumps(ev.payload),
-            dumps(ev.raw),
+            # --raw: a side that does not keep its raw block gets none (the core ignores it)
+            dumps(ev.raw) if self._raw_sides[0 if ev.is_call else 1] else b"",
             src,
             arrival_ms,
             count,

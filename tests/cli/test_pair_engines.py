@@ -60,7 +60,12 @@ def _run(engine: str, inputs: list[Path], out: Path, extra: list[str]) -> dict[s
 @pytest.mark.parametrize("tagging", ["off", "default"])
 @pytest.mark.parametrize(
     ("case", "extra"),
-    [("examples", []), ("samples", ["--call-timeout", "5"]), ("oversize", ["--max-record-bytes", "2000"])],
+    [
+        ("examples", []),
+        ("samples", ["--call-timeout", "5"]),
+        ("samples", ["--raw", "call"]),
+        ("oversize", ["--max-record-bytes", "2000", "--raw", "omit"]),
+    ],
 )
 def test_both_engines_write_the_same_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tagging: str, case: str, extra: list[str]

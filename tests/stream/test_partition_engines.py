@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from stream_pairer.core import native
 from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.vocab import RawMode
 from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
 from stream_pairer.stream.partition import Emitted, OutputTopics, PartitionState, lineage_headers
 from tests.core.test_native_differential import CONVS, T0, records
@@ -72,6 +73,7 @@ def lives(draw: st.DrawFn) -> tuple[EngineConfig, bool, list[Msg], list[Any]]:
         max_held_bytes=draw(st.sampled_from([3_000, 2**30, 2**30])),
         max_closed_ids_per_conversation=draw(st.integers(0, 4)),
         max_closed_ids=draw(st.integers(0, 6)),
+        raw=draw(st.sampled_from(list(RawMode))),
     )
     repartition = draw(st.booleans())  # --repartition: lineage headers, commits by the `via` offset
     recs = draw(st.lists(records(skew), min_size=1, max_size=30))
