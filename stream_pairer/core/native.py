@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
@@ -50,12 +50,10 @@ from stream_pairer.core.model import (
     output_meta,
 )
 from stream_pairer.core.pipeline import PipelineObserver, StateGauges, Summary
-from stream_pairer.core.vocab import Record, RecordKind
+from stream_pairer.core.vocab import Record
 from stream_pairer.errors import NativeUnavailable
 
 __all__ = ["NativePipeline", "NativeUnavailable", "available", "supports"]
-
-_DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 
 try:  # the compiled core is optional: a source install without Rust has only the Python engine
     from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
