@@ -405,14 +405,15 @@ impl Tagger {
 
     /// `tag(record, call, result)`: writes `"outcome","failures","failure","failure_detail"`
     /// (the keys tag() adds to the record dict, in its order) and counts them for the summary.
-    /// `timeout` is an orphan call emitted for its call timeout.
+    /// `timeout` is an orphan call emitted for its call timeout. Returns (outcome, failure), what
+    /// the record's OutputMeta carries.
     pub fn write(
         &mut self,
         r: &mut Vec<u8>,
         call: Option<&EventTag>,
         result: Option<&EventTag>,
         timeout: bool,
-    ) {
+    ) -> (Option<&'static str>, Option<&'static str>) {
         let mut found: [Option<Option<&str>>; 5] = [None; 5];
         if let Some(EventTag::Call {
             failures, detail, ..
@@ -455,5 +456,6 @@ impl Tagger {
         if let Some(i) = first {
             bump(&mut self.failures, POINTS[i]);
         }
+        (outcome, first.map(|i| POINTS[i]))
     }
 }
