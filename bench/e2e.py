@@ -8,6 +8,8 @@ Runners, each reading the same records from a fresh multi-partition input topic:
   aiokafka-1mib   the at-least-once passthrough with 1 MiB producer batches instead of aiokafka's 16 KiB
                   (the sidecar's own producer setting since kafka_io.MAX_BATCH_BYTES)
   aiokafka-eos-1mib  the exactly-once passthrough with 1 MiB producer batches
+  aiokafka-batch  the 1 MiB passthrough producing with create_batch/send_batch per partition (issue 15)
+  aiokafka-eos-batch  the same, exactly-once
   sidecar         stream-pairer run (at-least-once)
   sidecar-eos     stream-pairer run --exactly-once
   quix            the pairing job written in Quix Streams (bench/peers/quix_pairer.py)
@@ -72,7 +74,7 @@ def plan_kcat(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace)
     return Plan([f"{consume} | {produce}"], out, n, [out])
 
 
-def plan_aiokafka(eos: bool, batch_bytes: int = 16384) -> Callable[..., Plan]:
+def plan_aiokafka(eos: bool, batch_bytes: int = 16384, send_batch: bool = False) -> Callable[..., Plan]:
     def plan(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:  # noqa: PLR0917
         out = f"{t}.passthrough"
         cmd = [
@@ -91,6 +93,8 @@ def plan_aiokafka(eos: bool, batch_bytes: int = 16384) -> Callable[..., Plan]:
         ]
         if eos:
             cmd.append("--exactly-once")
+        if send_batch:
+            cmd.append("--send-batch")
         return Plan([cmd] * (a.processes or 1), out, n, [out])
 
     return plan
@@ -152,6 +156,8 @@ RUNNERS: dict[str, Callable[..., Plan]] = {
     "aiokafka-eos": plan_aiokafka(True),
     "aiokafka-1mib": plan_aiokafka(False, 1 << 20),
     "aiokafka-eos-1mib": plan_aiokafka(True, 1 << 20),
+    "aiokafka-batch": plan_aiokafka(False, 1 << 20, send_batch=True),
+    "aiokafka-eos-batch": plan_aiokafka(True, 1 << 20, send_batch=True),
     "sidecar": plan_sidecar(False),
     "sidecar-eos": plan_sidecar(True),
     "quix": plan_quix(False),
@@ -281,8 +287,12 @@ def summary(rows: list[dict[str, Any]]) -> None:
     print("\nsteady records/s (best of runs) and ratios:")
     for (name, parts), rate in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ratios = []
-        eos = name.endswith("-eos") or name.endswith("-eos-1mib")
-        refs = ("aiokafka-eos", "aiokafka-eos-1mib") if eos else ("aiokafka", "aiokafka-1mib")
+        eos = "-eos" in name
+        refs = (
+            ("aiokafka-eos", "aiokafka-eos-1mib", "aiokafka-eos-batch")
+            if eos
+            else ("aiokafka", "aiokafka-1mib", "aiokafka-batch")
+        )
         for ref in (*refs, "kcat"):
             base = best.get((ref, parts))
             if base and name != ref:

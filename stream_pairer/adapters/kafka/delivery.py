@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +39,12 @@ from aiokafka.structs import OffsetAndMetadata
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import RECORD_OVERHEAD_BYTES, KafkaSettings, make_producer, tp_key
 from stream_pairer.adapters.kafka.errors import classify
+from stream_pairer.core.model import OutputMeta, output_meta
 from stream_pairer.errors import CommitFailed, OutputTooLarge, SidecarError
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import Emitted
+from stream_pairer.stream.partitioner import KeyPartitioner
 
 log = logging.getLogger("stream_pairer.kafka")
 
@@ -144,16 +147,16 @@ encode_output = fit_output  # the name file-mode tests and older callers know
 
 @dataclass(slots=True)
 class _Pending:
-    """Outputs sent for one partition since its last commit."""
+    """Outputs sent for one partition since its last commit: one future per produced batch."""
 
     futures: list[asyncio.Future[Any]] = field(default_factory=list)
-    # (record or its encoding, arrival)
-    records: list[tuple[dict[str, Any] | bytes, float | None]] = field(default_factory=list)
-    outstanding: int = 0  # sends not answered yet
-    since: float | None = None  # when the oldest send still outstanding went out
-    error: BaseException | None = None  # the first refused send: the partition must be rebuilt
-    on_error: Any = None  # called with each refused send's error (the delivery's producer check)
-    on_ack: Any = None  # called with each acknowledged send's RecordMetadata
+    metas: list[OutputMeta] = field(default_factory=list)  # what the metrics count once acknowledged
+    arrivals: list[tuple[float, int]] = field(default_factory=list)  # (arrival, outputs) per fetch
+    outstanding: int = 0  # batches not answered yet
+    since: float | None = None  # when the oldest batch still outstanding went out
+    error: BaseException | None = None  # the first refused batch: the partition must be rebuilt
+    on_error: Any = None  # called with each refused batch's error (the delivery's producer check)
+    on_ack: Any = None  # called with each acknowledged batch's RecordMetadata (its base offset)
 
     def add(self, fut: asyncio.Future[Any]) -> None:
         self.futures.append(fut)
@@ -179,6 +182,11 @@ class _Pending:
                 self.on_error(err)
 
 
+def _meta_of(record: dict[str, Any] | bytes) -> OutputMeta:
+    """What the metrics count of an output handed over without its OutputMeta."""
+    return output_meta(orjson.loads(record) if isinstance(record, bytes) else record)
+
+
 def _failure(err: BaseException, during: str) -> SidecarError:
     if isinstance(err, SIZE_ERRORS):
         return OutputTooLarge(f"{during}: {type(err).__name__}: {err}")
@@ -197,6 +205,7 @@ class Delivery:
         self._acked_offsets: dict[tuple[str, int], int] = {}  # output partition -> newest acked offset
         self.recreated: set[str] = set()  # output topics seen deleted and re-created (see _acked)
         self._pending: dict[TopicPartition, _Pending] = {}
+        self._partitioner = KeyPartitioner()
 
     def set_limits(self, max_message_bytes: dict[str, int]) -> None:
         """Per output topic: the smaller of --max-output-bytes and the topic's `max.message.bytes`
@@ -243,15 +252,15 @@ class Delivery:
         raise NotImplementedError
 
     def _observe(self, tp: TopicPartition) -> None:
+        """The partition's outputs are durable: count them (one grouped update) and their emit
+        latency (one weighted observation per fetch: the outputs of one fetch share its arrival)."""
         pending = self._pending.pop(tp, None)
         if pending is None:
             return
         now = time.monotonic()
-        metrics = self.metrics
-        for rec, arrival in pending.records:
-            metrics.observe_output(orjson.loads(rec) if isinstance(rec, bytes) else rec)
-            if arrival is not None:
-                metrics.observe_emit_latency(now - arrival)
+        self.metrics.observe_outputs(pending.metas)
+        for arrival, n in pending.arrivals:
+            self.metrics.observe_emit_latency(now - arrival, n)
 
     def _track(self, tp: TopicPartition) -> _Pending:
         pending = self._pending.get(tp)
@@ -276,13 +285,57 @@ class Delivery:
     async def _send_all(
         self, producer: AIOKafkaProducer, tp: TopicPartition, items: list[Emitted], arrival: float | None
     ) -> None:
+        """Produce `items` as one batch per output topic-partition (`create_batch`/`send_batch`):
+        one future per batch instead of one per record, and no per-record partitioner call in the
+        client. The partition of a keyed record is the default partitioner's (see
+        stream/partitioner.py) over the topic's partition count as the producer's metadata knows
+        it now (refreshed by the client like `send()`'s). Keyless records (dead letters of keyless
+        input) go, per call, to one partition drawn at random among those with a leader, as the
+        client's sticky partitioner would place them (aiokafka's `send()` drew one per record).
+        A batch that refuses a record (full: the producer's batch size, which fits the smallest
+        output topic's `max.message.bytes`) is sent and a new one started; order per output
+        partition is the order of `items`."""
         pending = self._track(tp)
         default = self.settings.max_output_bytes
         limits = self.limits
+        hashes = self._partitioner
+        counts: dict[str, int] = {}
+        sticky: dict[str, int] = {}
+        open_batches: dict[tuple[str, int], Any] = {}
+        metas = pending.metas
         for item in items:
-            value = fit_output(item.record, limits.get(item.topic, default))
-            pending.add(await producer.send(item.topic, value, key=item.key))
-            pending.records.append((item.record, arrival))
+            topic = item.topic
+            n = counts.get(topic)
+            if n is None:
+                n = counts[topic] = len(await producer.partitions_for(topic))
+            key = item.key
+            if key is not None:
+                partition = hashes.partition(key, n)
+            else:
+                partition = sticky.get(topic, -1)
+                if partition < 0:
+                    partition = sticky[topic] = self._keyless_partition(producer, topic, n)
+            value = fit_output(item.record, limits.get(topic, default))
+            dest = (topic, partition)
+            batch = open_batches.get(dest)
+            if batch is None:
+                batch = open_batches[dest] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start anew
+                pending.add(await producer.send_batch(batch, topic, partition=partition))
+                batch = open_batches[dest] = producer.create_batch()
+                batch.append(key=key, value=value, timestamp=None)  # the first record always fits
+            meta = item.meta
+            metas.append(_meta_of(item.record) if meta is None else meta)
+        for (topic, partition), batch in open_batches.items():
+            batch.close()  # complete: the client sends it without lingering
+            pending.add(await producer.send_batch(batch, topic, partition=partition))
+        if arrival is not None and items:
+            pending.arrivals.append((arrival, len(items)))
+
+    @staticmethod
+    def _keyless_partition(producer: AIOKafkaProducer, topic: str, n: int) -> int:
+        available = producer.client.cluster.available_partitions_for_topic(topic)
+        return random.choice(sorted(available)) if available else random.randrange(n)
 
 
 class AtLeastOnce(Delivery):
