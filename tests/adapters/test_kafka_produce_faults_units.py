@@ -247,15 +247,15 @@ async def test_pending_outputs_track_acknowledgement_refusal_and_recreated_topic
     loop = asyncio.get_running_loop()
     acked: list[Any] = []
     errors: list[BaseException] = []
-    pending = _Pending(on_error=errors.append, on_ack=acked.append)
+    pending = _Pending(on_error=errors.append, on_ack=lambda meta, n: acked.append((meta, n)))
     futs = [loop.create_future() for _ in range(3)]
-    for f in futs:
-        pending.add(f)
+    for n, f in enumerate(futs, 1):
+        pending.add(f, n)
     assert pending.outstanding == 3 and pending.since is not None
     futs[0].set_result("m0")
     futs[1].set_exception(RuntimeError("refused"))
     await asyncio.sleep(0)
-    assert pending.outstanding == 1 and acked == ["m0"] and isinstance(pending.error, RuntimeError)
+    assert pending.outstanding == 1 and acked == [("m0", 1)] and isinstance(pending.error, RuntimeError)
     futs[2].set_result("m2")
     await asyncio.sleep(0)
     assert pending.outstanding == 0 and pending.since is None and len(errors) == 1
@@ -271,3 +271,13 @@ async def test_pending_outputs_track_acknowledgement_refusal_and_recreated_topic
     assert d.recreated == set()
     d._acked(meta(0))  # the topic's offsets started again: it was deleted and re-created
     assert d.recreated == {"out"}
+
+    # Batches: the offsets a batch took are base .. base + n - 1; a re-created topic whose first
+    # batch starts at the base of the only batch the old one had is still seen (issue 15).
+    d.recreated.clear()
+    d._acked(RecordMetadata("dlq", 0, None, 0, -1, -1, 0), 15)
+    d._acked(RecordMetadata("dlq", 0, None, 15, -1, -1, 0), 4)  # the next batch: offsets 15..18
+    d._acked(RecordMetadata("dlq", 1, None, 0, -1, -1, 0), 15)  # partition 1: one batch, 0..14
+    assert d.recreated == set()
+    d._acked(RecordMetadata("dlq", 1, None, 0, -1, -1, 0), 3)  # the re-created topic's first batch
+    assert d.recreated == {"dlq"}

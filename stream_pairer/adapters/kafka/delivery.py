@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -156,16 +157,17 @@ class _Pending:
     since: float | None = None  # when the oldest batch still outstanding went out
     error: BaseException | None = None  # the first refused batch: the partition must be rebuilt
     on_error: Any = None  # called with each refused batch's error (the delivery's producer check)
-    on_ack: Any = None  # called with each acknowledged batch's RecordMetadata (its base offset)
+    on_ack: Any = None  # called with each acknowledged batch's RecordMetadata (base offset) and size
 
-    def add(self, fut: asyncio.Future[Any]) -> None:
+    def add(self, fut: asyncio.Future[Any], records: int = 1) -> None:
+        """Track a batch of `records` outputs (its future resolves to the batch's base offset)."""
         self.futures.append(fut)
         if self.outstanding == 0:
             self.since = time.monotonic()
         self.outstanding += 1
-        fut.add_done_callback(self._done)
+        fut.add_done_callback(functools.partial(self._done, records))
 
-    def _done(self, fut: asyncio.Future[Any]) -> None:
+    def _done(self, records: int, fut: asyncio.Future[Any]) -> None:
         self.outstanding -= 1
         if self.outstanding == 0:
             self.since = None
@@ -174,7 +176,7 @@ class _Pending:
         err = fut.exception()  # retrieved here, always: no "exception was never retrieved" noise
         if err is None:
             if self.on_ack is not None:
-                self.on_ack(fut.result())
+                self.on_ack(fut.result(), records)
         else:
             if self.error is None:
                 self.error = err
@@ -202,7 +204,8 @@ class Delivery:
         self.checkpoints = checkpoints
         self.metrics = metrics
         self.limits: dict[str, int] = {}  # output topic -> the size each record is fitted under
-        self._acked_offsets: dict[tuple[str, int], int] = {}  # output partition -> newest acked offset
+        # output partition -> the last offset of the newest acknowledged batch
+        self._acked_offsets: dict[tuple[str, int], int] = {}
         self.recreated: set[str] = set()  # output topics seen deleted and re-created (see _acked)
         self._pending: dict[TopicPartition, _Pending] = {}
         self._partitioner = KeyPartitioner()
@@ -268,16 +271,18 @@ class Delivery:
             pending = self._pending[tp] = _Pending(on_error=self._refused_send, on_ack=self._acked)
         return pending
 
-    def _acked(self, meta: Any) -> None:
-        """Offsets of one output partition only grow: an acknowledged offset below one seen before
-        means the topic was deleted and re-created (the broker's auto-creation brings it back the
-        moment our producer asks for it, so it never looks missing): what was written to the old
-        one is gone, and the sidecar must rebuild to write it again."""
+    def _acked(self, meta: Any, records: int = 1) -> None:
+        """Offsets of one output partition only grow: an acknowledged batch whose base offset is
+        below the last offset of a batch acknowledged before means the topic was deleted and
+        re-created (the broker's auto-creation brings it back the moment our producer asks for it,
+        so it never looks missing): what was written to the old one is gone, and the sidecar must
+        rebuild to write it again. The last offset, not the base: one batch of n outputs written at
+        0 and the re-created topic's first batch at 0 again must differ (`records` is n)."""
         key = (meta.topic, meta.partition)
         last = self._acked_offsets.get(key)
         if last is not None and meta.offset < last:
             self.recreated.add(meta.topic)
-        self._acked_offsets[key] = meta.offset
+        self._acked_offsets[key] = meta.offset + max(records, 1) - 1
 
     def _refused_send(self, err: BaseException) -> None:
         """A send the broker refused for good. Overridden where that poisons a shared producer."""
@@ -321,14 +326,16 @@ class Delivery:
             if batch is None:
                 batch = open_batches[dest] = producer.create_batch()
             if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start anew
-                pending.add(await producer.send_batch(batch, topic, partition=partition))
+                pending.add(
+                    await producer.send_batch(batch, topic, partition=partition), batch.record_count()
+                )
                 batch = open_batches[dest] = producer.create_batch()
                 batch.append(key=key, value=value, timestamp=None)  # the first record always fits
             meta = item.meta
             metas.append(_meta_of(item.record) if meta is None else meta)
         for (topic, partition), batch in open_batches.items():
             batch.close()  # complete: the client sends it without lingering
-            pending.add(await producer.send_batch(batch, topic, partition=partition))
+            pending.add(await producer.send_batch(batch, topic, partition=partition), batch.record_count())
         if arrival is not None and items:
             pending.arrivals.append((arrival, len(items)))
 
