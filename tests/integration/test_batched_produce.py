@@ -54,17 +54,23 @@ async def test_batched_outputs_land_on_the_partitions_send_with_a_key_chooses(
         else:
             rec = {"kind": "orphan_call", "reason": "timeout", "conversation_id": conv, "seq": i}
             items.append(Emitted(orphans, conv.encode(), orjson.dumps(rec)))  # pre-encoded bytes
-    tp = TopicPartition("input", 0)
+    tp0, tp1 = TopicPartition("input", 0), TopicPartition("input", 1)
     await delivery.start()
     try:
-        await delivery.send(tp, items[:250], time.monotonic())
-        await delivery.send(tp, items[250:], None)
-        pending = delivery._pending[tp]
-        await asyncio.gather(*pending.futures)
-        assert pending.error is None and delivery.unacked() == 0 and delivery.oldest_unacked_s() == 0.0
-        assert len(pending.futures) < len(items) / 5  # batches, not a future per record ...
-        assert len(pending.futures) > 3 + 5  # ... and full batches were sent and new ones started
-        delivery._observe(tp)
+        # One fetch: two input partitions' outputs share the open batches, sent by one flush.
+        await delivery.send(tp0, items[:250], time.monotonic())
+        await delivery.send(tp1, items[250:], None)
+        await delivery.flush()
+        p0, p1 = delivery._pending[tp0], delivery._pending[tp1]
+        await asyncio.gather(*p0.futures, *p1.futures)
+        assert p0.error is None and p1.error is None
+        assert delivery.unacked() == 0 and delivery.oldest_unacked_s() == 0.0
+        futures = {id(f) for f in p0.futures} | {id(f) for f in p1.futures}
+        assert len(futures) < len(items) / 5  # batches, not a future per record ...
+        assert len(futures) > 3 + 5  # ... and full batches were sent and new ones started
+        assert {id(f) for f in p0.futures} & {id(f) for f in p1.futures}  # shared batches
+        delivery._observe(tp0)
+        delivery._observe(tp1)
     finally:
         await delivery.stop()
     twin = {pairs: twin_pairs, orphans: twin_orphans}

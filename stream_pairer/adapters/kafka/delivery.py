@@ -159,13 +159,15 @@ class _Pending:
     on_error: Any = None  # called with each refused batch's error (the delivery's producer check)
     on_ack: Any = None  # called with each acknowledged batch's RecordMetadata (base offset) and size
 
-    def add(self, fut: asyncio.Future[Any], records: int = 1) -> None:
-        """Track a batch of `records` outputs (its future resolves to the batch's base offset)."""
+    def add(self, fut: asyncio.Future[Any], records: int = 1, *, acks: bool = True) -> None:
+        """Track a batch of `records` outputs (its future resolves to the batch's base offset).
+        `acks=False`: a batch shared with another input partition that reports its acknowledgement
+        (the offset check must see each batch once)."""
         self.futures.append(fut)
         if self.outstanding == 0:
             self.since = time.monotonic()
         self.outstanding += 1
-        fut.add_done_callback(functools.partial(self._done, records))
+        fut.add_done_callback(functools.partial(self._done, records if acks else 0))
 
     def _done(self, records: int, fut: asyncio.Future[Any]) -> None:
         self.outstanding -= 1
@@ -175,13 +177,22 @@ class _Pending:
             return
         err = fut.exception()  # retrieved here, always: no "exception was never retrieved" noise
         if err is None:
-            if self.on_ack is not None:
+            if records and self.on_ack is not None:
                 self.on_ack(fut.result(), records)
         else:
             if self.error is None:
                 self.error = err
             if self.on_error is not None:
                 self.on_error(err)
+
+
+@dataclass(slots=True)
+class _Open:
+    """A batch being filled for one output topic-partition, and the input partitions whose
+    outputs it holds (each of them must see its answer: none may commit past a lost batch)."""
+
+    builder: Any
+    owners: dict[TopicPartition, None] = field(default_factory=dict)  # an ordered set
 
 
 def _meta_of(record: dict[str, Any] | bytes) -> OutputMeta:
@@ -287,26 +298,30 @@ class Delivery:
     def _refused_send(self, err: BaseException) -> None:
         """A send the broker refused for good. Overridden where that poisons a shared producer."""
 
-    async def _send_all(
-        self, producer: AIOKafkaProducer, tp: TopicPartition, items: list[Emitted], arrival: float | None
+    async def _append(
+        self,
+        producer: AIOKafkaProducer,
+        tp: TopicPartition,
+        items: list[Emitted],
+        arrival: float | None,
+        open_batches: dict[tuple[str, int], _Open],
     ) -> None:
-        """Produce `items` as one batch per output topic-partition (`create_batch`/`send_batch`):
-        one future per batch instead of one per record, and no per-record partitioner call in the
-        client. The partition of a keyed record is the default partitioner's (see
-        stream/partitioner.py) over the topic's partition count as the producer's metadata knows
-        it now (refreshed by the client like `send()`'s). Keyless records (dead letters of keyless
-        input) go, per call, to one partition drawn at random among those with a leader, as the
-        client's sticky partitioner would place them (aiokafka's `send()` drew one per record).
-        A batch that refuses a record (full: the producer's batch size, which fits the smallest
-        output topic's `max.message.bytes`) is sent and a new one started; order per output
-        partition is the order of `items`."""
+        """Add `items` to the open batches, one per output topic-partition (`create_batch`), to be
+        sent by `_ship_all` with one `send_batch` and one future each, instead of one `send()`,
+        one partitioner call and one future per record. The partition of a keyed record is the
+        default partitioner's (see stream/partitioner.py) over the topic's partition count as the
+        producer's metadata knows it now (refreshed by the client as for `send()`). Keyless
+        records (dead letters of keyless input) go, per call, to one partition drawn at random
+        among those with a leader, as the Java client's sticky partitioner would place them
+        (aiokafka's `send()` drew one per record). A batch that refuses a record (full: the
+        producer's batch size, which fits the smallest output topic's `max.message.bytes`) is
+        sent at once and a new one started; order per output partition is the order of `items`."""
         pending = self._track(tp)
         default = self.settings.max_output_bytes
         limits = self.limits
         hashes = self._partitioner
         counts: dict[str, int] = {}
         sticky: dict[str, int] = {}
-        open_batches: dict[tuple[str, int], Any] = {}
         metas = pending.metas
         for item in items:
             topic = item.topic
@@ -324,20 +339,53 @@ class Delivery:
             dest = (topic, partition)
             batch = open_batches.get(dest)
             if batch is None:
-                batch = open_batches[dest] = producer.create_batch()
-            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start anew
-                pending.add(
-                    await producer.send_batch(batch, topic, partition=partition), batch.record_count()
-                )
-                batch = open_batches[dest] = producer.create_batch()
-                batch.append(key=key, value=value, timestamp=None)  # the first record always fits
+                batch = open_batches[dest] = _Open(producer.create_batch())
+            if batch.builder.append(key=key, value=value, timestamp=None) is None:  # full: send it
+                del open_batches[dest]
+                await self._ship(producer, dest, batch)
+                batch = open_batches[dest] = _Open(producer.create_batch())
+                batch.builder.append(key=key, value=value, timestamp=None)  # the first always fits
+            batch.owners[tp] = None
             meta = item.meta
             metas.append(_meta_of(item.record) if meta is None else meta)
-        for (topic, partition), batch in open_batches.items():
-            batch.close()  # complete: the client sends it without lingering
-            pending.add(await producer.send_batch(batch, topic, partition=partition), batch.record_count())
         if arrival is not None and items:
             pending.arrivals.append((arrival, len(items)))
+
+    async def _ship(self, producer: AIOKafkaProducer, dest: tuple[str, int], batch: _Open) -> None:
+        """Send one batch; every input partition with outputs in it tracks its future. A batch the
+        client would not even queue becomes a failed future, so each of them is rebuilt (and none
+        commits past it) through the same path as a batch the broker refused."""
+        builder = batch.builder
+        builder.close()  # complete: the client sends it without lingering
+        records = builder.record_count()
+        try:
+            fut: asyncio.Future[Any] = await producer.send_batch(builder, dest[0], partition=dest[1])
+        except Exception as err:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(err)
+        first = True
+        for owner in batch.owners:
+            self._track(owner).add(fut, records, acks=first)
+            first = False
+
+    async def _ship_all(self, producer: AIOKafkaProducer, open_batches: dict[tuple[str, int], _Open]) -> None:
+        while open_batches:
+            dest = next(iter(open_batches))
+            await self._ship(producer, dest, open_batches.pop(dest))
+
+    async def _send_all(
+        self, producer: AIOKafkaProducer, tp: TopicPartition, items: list[Emitted], arrival: float | None
+    ) -> None:
+        """One call's outputs, batched and sent now (exactly-once: the partition's own producer)."""
+        open_batches: dict[tuple[str, int], _Open] = {}
+        await self._append(producer, tp, items, arrival, open_batches)
+        await self._ship_all(producer, open_batches)
+
+    async def flush(self) -> None:
+        """Send the batches `send` left open (at-least-once: shared by the input partitions of one
+        fetch, so that each output partition gets one batch per fetch, not one per input
+        partition: a second batch to a partition waits until the client has sent the first).
+        The sidecar calls it once per loop turn; a commit calls it first."""
 
     @staticmethod
     def _keyless_partition(producer: AIOKafkaProducer, topic: str, n: int) -> int:
@@ -352,6 +400,7 @@ class AtLeastOnce(Delivery):
         super().__init__(settings, group, checkpoints, metrics)
         self._producer: AIOKafkaProducer | None = None
         self._poisoned = False
+        self._open: dict[tuple[str, int], _Open] = {}  # filled by send, sent by flush
 
     def _refused_send(self, err: BaseException) -> None:
         # An idempotent producer whose batch was refused (too large, ...) has spent sequence numbers
@@ -364,6 +413,10 @@ class AtLeastOnce(Delivery):
         """The partition is rebuilt; a producer poisoned by a refused send is replaced first (its
         other partitions' outstanding sends are flushed by its stop, or fail and rebuild too)."""
         await super().close_partition(tp)
+        for dest, batch in list(self._open.items()):  # its outputs are produced again by the rebuild
+            batch.owners.pop(tp, None)
+            if not batch.owners:
+                del self._open[dest]
         if self._poisoned and self._producer is not None:
             self._poisoned = False
             old, self._producer = self._producer, None
@@ -371,6 +424,10 @@ class AtLeastOnce(Delivery):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(old.stop(), self.settings.request_timeout_ms / 1000)
             await self.start()
+
+    async def flush(self) -> None:
+        if self._producer is not None:
+            await self._ship_all(self._producer, self._open)
 
     async def start(self) -> None:
         if self._producer is None:
@@ -383,6 +440,7 @@ class AtLeastOnce(Delivery):
             self._producer = producer
 
     async def stop(self) -> None:
+        self._open.clear()  # not committed: replayed by the next owner
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.stop()
@@ -390,7 +448,7 @@ class AtLeastOnce(Delivery):
     async def send(self, tp: TopicPartition, items: list[Emitted], arrival: float | None) -> None:
         assert self._producer is not None
         try:
-            await self._send_all(self._producer, tp, items, arrival)
+            await self._append(self._producer, tp, items, arrival, self._open)
         except Exception as err:
             self.metrics.observe_produce_error()
             raise _failure(err, f"deliver {tp_key(tp)}") from err
@@ -399,6 +457,7 @@ class AtLeastOnce(Delivery):
         self, consumer: AIOKafkaConsumer, commits: dict[TopicPartition, Checkpoint]
     ) -> dict[TopicPartition, SidecarError]:
         assert self._producer is not None
+        await self.flush()
         failed: dict[TopicPartition, SidecarError] = {}
 
         async def durable(tp: TopicPartition, cp: Checkpoint) -> None:
