@@ -15,6 +15,7 @@ to the orjson round trip and, for `native`, which share of records the fast path
     python bench/native_bench.py --conversations 1000 --records 200000 --repeat 5
     python bench/native_bench.py --canonical-only                  # only the canonical records
     python bench/native_bench.py --conversations 100000 --memory   # RSS per open conversation
+    python bench/native_bench.py --conversations 1000 --raw omit   # the lean output shape (--raw)
 
 It prints figures; it asserts nothing about speed.
 """
@@ -27,6 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +39,16 @@ import datagen
 from engine_bench import engine_config
 
 from stream_pairer.core import native
-from stream_pairer.core.engine import Engine
+from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.vocab import DEFAULT_RAW_MODE, RawMode
 
 Records = list[tuple[bytes, bytes]]
+RAW = [DEFAULT_RAW_MODE]  # --raw: the output shape both pipelines write
+
+
+def _config(k: int, dt: float) -> EngineConfig:
+    return replace(engine_config(k, dt), raw=RAW[0])
 
 
 def _orjson(_k: int, _dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
@@ -53,7 +61,7 @@ def _orjson(_k: int, _dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
 
 
 def _python(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
-    feed = Pipeline(Engine(engine_config(k, dt))).feed
+    feed = Pipeline(Engine(_config(k, dt))).feed
     dumps = orjson.dumps
 
     def step(raw: bytes, src: dict[str, Any], key: str) -> int:
@@ -69,7 +77,7 @@ NATIVE: list[native.NativePipeline] = []
 
 
 def _native(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
-    pipe = native.NativePipeline(engine_config(k, dt))
+    pipe = native.NativePipeline(_config(k, dt))
     NATIVE[:] = [pipe]
     feed = pipe.feed
 
@@ -134,7 +142,7 @@ def memory(k: int, args: argparse.Namespace) -> None:
     ds = datagen.generate(k, 1000, seed=args.seed, dt_ms=args.dt_ms)
     gc.collect()
     before = _rss_mib()
-    pipe = native.NativePipeline(engine_config(k, args.dt_ms))
+    pipe = native.NativePipeline(_config(k, args.dt_ms))
     for i, (key, raw) in enumerate(ds.warmup):
         pipe.feed(raw, {"topic": "bench", "partition": 0, "offset": i}, key=key.decode())
     gc.collect()
@@ -157,7 +165,12 @@ def main() -> int:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--canonical-only", action="store_true", help="keep only canonical records")
     p.add_argument("--memory", action="store_true", help="only the compiled core's RSS per conversation")
+    modes = [m.value for m in RawMode]
+    p.add_argument(
+        "--raw", choices=modes, default=DEFAULT_RAW_MODE.value, help="output shape (README, Output size)"
+    )
     args = p.parse_args()
+    RAW[0] = RawMode(args.raw)
     if "native" in args.variants and not native.available():
         print("stream_pairer._native is not built: maturin develop --release (README)", file=sys.stderr)
         return 2

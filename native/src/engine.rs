@@ -48,9 +48,23 @@ pub struct Event {
     pub size: usize,
     pub block: i64,
     pub side: Vec<u8>,
+    /// Where `,"raw":` starts in `side`: `without_raw` cuts the side there (`--raw`).
+    pub raw_at: usize,
     pub source: Vec<u8>,
     /// The fast path's format name (for the events-by-format count); "" from `process`.
     pub format: &'static str,
+}
+
+impl Event {
+    /// Drop the side's `raw` (`ToolEvent.to_side(with_raw=False)`): what `--raw call|omit` asks for.
+    pub fn without_raw(&mut self) {
+        if self.raw_at < self.side.len() {
+            self.side.truncate(self.raw_at);
+            self.side.push(b'}');
+            self.side.shrink_to_fit(); // a held call must not keep the raw block's room
+            self.raw_at = self.side.len();
+        }
+    }
 }
 
 /// `state.Held`: `ts_ms` None when no event time is known (then on no event-time timer),

@@ -30,6 +30,8 @@ struct Core {
     /// Reused between calls: one buffer for all output records of a call.
     out: Out,
     records: u64,
+    /// Whether call / result sides carry `raw` (`EngineConfig.raw`, decided by vocab.RawMode).
+    raw_sides: (bool, bool),
     fallback: Option<PyObject>,
     dumps: PyObject,
 }
@@ -94,6 +96,14 @@ impl Core {
         Ok(encoded.downcast::<PyBytes>()?.as_bytes().to_vec())
     }
 
+    fn keeps_raw(&self, is_call: bool) -> bool {
+        if is_call {
+            self.raw_sides.0
+        } else {
+            self.raw_sides.1
+        }
+    }
+
     fn count_event(&mut self, is_call: bool, format: &str) {
         *self
             .events
@@ -113,7 +123,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
         max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
-        conversation_fields, max_record_bytes, held_cost, max_id_bytes=1024))]
+        conversation_fields, max_record_bytes, held_cost, max_id_bytes=1024, raw_sides=(true, true)))]
     fn new(
         call_timeout_ms: f64,
         result_grace_ms: f64,
@@ -127,6 +137,7 @@ impl Core {
         max_record_bytes: usize,
         held_cost: (f64, i64),
         max_id_bytes: usize,
+        raw_sides: (bool, bool),
         py: Python<'_>,
     ) -> PyResult<Self> {
         let dumps = py.import("orjson")?.getattr("dumps")?.unbind();
@@ -162,6 +173,7 @@ impl Core {
             events_by_format: IndexMap::new(),
             out: Out::default(),
             records: 0,
+            raw_sides,
             fallback: None,
             dumps,
         })
@@ -204,7 +216,10 @@ impl Core {
                     me.fast_records += 1;
                     let mut out = std::mem::take(&mut me.out);
                     out.clear();
-                    for ev in events {
+                    for mut ev in events {
+                        if !me.keeps_raw(ev.is_call) {
+                            ev.without_raw();
+                        }
                         me.count_event(ev.is_call, ev.format);
                         me.engine.process(ev, arrival_ms, &mut out);
                     }
@@ -240,7 +255,8 @@ impl Core {
         self.fallback = Some(fallback);
     }
 
-    /// One event read by the Python format layer; payload, raw block and source come encoded.
+    /// One event read by the Python format layer; payload, raw block and source come encoded
+    /// (`raw` is ignored, and may be empty, on a side that does not keep it: `raw_sides`).
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (is_call, conversation_id, id, name, ts_ms, format, block, is_error, size,
         payload, raw, source, arrival_ms=None))]
@@ -283,8 +299,11 @@ impl Core {
                 Some(false) => b",\"is_error\":false",
             });
         }
-        side.extend_from_slice(b",\"raw\":");
-        side.extend_from_slice(raw);
+        let raw_at = side.len();
+        if self.keeps_raw(is_call) {
+            side.extend_from_slice(b",\"raw\":");
+            side.extend_from_slice(raw);
+        }
         side.push(b'}');
         self.count_event(is_call, format);
         let ev = Event {
@@ -296,6 +315,7 @@ impl Core {
             size,
             block,
             side,
+            raw_at,
             source: source.to_vec(),
             format: "",
         };

@@ -434,12 +434,19 @@ class OutputWriter:
             self.abort()
             raise InputError(f"cannot write in {out_dir}: {err.strerror or err}") from err
         self._by_kind = {kind: self._files[name] for kind, name in OUTPUT_FILES.items()}
+        # Bytes of the records written, by record kind, line separators not counted: the output
+        # side of "output bytes per input byte" (`pair`'s summary; README, Output size).
+        self.bytes_by_kind: dict[str, int] = dict.fromkeys(OUTPUT_FILES, 0)
 
     def write(self, records: list[Record]) -> None:
         dumps = orjson.dumps
         by_kind = self._by_kind
+        sizes = self.bytes_by_kind
         for rec in records:
-            by_kind[rec["kind"]].write(dumps(rec) + b"\n")
+            kind = rec["kind"]
+            line = dumps(rec)
+            by_kind[kind].write(line + b"\n")
+            sizes[kind] += len(line)
 
     def close(self) -> None:
         """Complete the run: make the temporary files durable, then rename them into place."""

@@ -96,7 +96,10 @@ class NativePipeline:
             max_id_bytes=format_config.max_id_bytes,
             # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
             held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
+            # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
+            raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
         )
+        self._raw_sides = (cfg.raw.keeps(True), cfg.raw.keeps(False))
         self.core.set_fallback(self._python_path)
         # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.
         self.feed: Callable[..., list[bytes]] = self.core.feed
@@ -127,6 +130,7 @@ class NativePipeline:
         out: list[bytes] = []
         dumps = orjson.dumps
         process = self.core.process
+        raw_call, raw_result = self._raw_sides
         for ev in events:
             if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
                 summary.duplicate_copies += 1  # re-sent history: counted once, as Pipeline does
@@ -143,7 +147,7 @@ class NativePipeline:
                     ev.is_error,
                     ev.size,
                     dumps(ev.payload),
-                    dumps(ev.raw),
+                    dumps(ev.raw) if (raw_call if ev.is_call else raw_result) else b"",
                     src,
                     arrival_ms,
                 )

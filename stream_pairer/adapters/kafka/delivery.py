@@ -323,6 +323,7 @@ class Delivery:
         counts: dict[str, int] = {}
         sticky: dict[str, int] = {}
         metas = pending.metas
+        sizes: dict[str, int] = {}  # output bytes by record kind (output bytes per input byte)
         for item in items:
             topic = item.topic
             n = counts.get(topic)
@@ -347,7 +348,12 @@ class Delivery:
                 batch.builder.append(key=key, value=value, timestamp=None)  # the first always fits
             batch.owners[tp] = None
             meta = item.meta
-            metas.append(_meta_of(item.record) if meta is None else meta)
+            if meta is None:
+                meta = _meta_of(item.record)
+            metas.append(meta)
+            sizes[meta.kind] = sizes.get(meta.kind, 0) + len(value)
+        for kind, n in sizes.items():
+            self.metrics.observe_output_bytes(kind, n)
         if arrival is not None and items:
             pending.arrivals.append((arrival, len(items)))
 
