@@ -143,6 +143,11 @@ def consumed_offset(source: dict[str, Any]) -> int:
     return int((via or source)["offset"])
 
 
+def _position(event: Any) -> tuple[int, int]:
+    """A held event's position in its partition: the (offset, block) a checkpoint lists."""
+    return consumed_offset(event.source), event.block
+
+
 def decode_key(key: bytes | None) -> str | None:
     """The message key as the conversation id fallback (a non-UTF-8 key is kept, replaced, not lost)."""
     if key is None:
@@ -181,6 +186,12 @@ class PartitionState:
         self.missed: list[tuple[int, int]] = []  # held events the replay could not find (see ReplayFilter)
         # Conversation clocks of the checkpoint, by the held event that carries each (see checkpoint.py).
         self._restore_clocks: dict[tuple[int, int], float] = {}
+        # The engine keeps each held event's (offset, block) as it holds and releases it, so a
+        # checkpoint copies them instead of walking every held event (an engine without it: walked).
+        track = getattr(self.engine, "track_positions", None)
+        self._tracked = track is not None
+        if track is not None:
+            track(_position)
         if restore is not None:
             self.replay = ReplayFilter(restore)
             if restore.processing_ms is not None:
@@ -339,7 +350,10 @@ class PartitionState:
         committed = self.commit_offset()
         if committed is None:
             return None
-        held = [(consumed_offset(h.event.source), h.event.block) for h in self.engine.held()]
+        if self._tracked:
+            held: list[tuple[int, int]] = list(self.engine.positions.values())
+        else:
+            held = [(consumed_offset(h.event.source), h.event.block) for h in self.engine.held()]
         clocks = [
             (consumed_offset(h.event.source), h.event.block, clock) for h, clock in self.engine.held_clocks()
         ]

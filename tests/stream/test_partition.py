@@ -27,6 +27,7 @@ from stream_pairer.stream.partition import (
     Emitted,
     OutputTopics,
     PartitionState,
+    consumed_offset,
     lineage_headers,
     source_from_headers,
 )
@@ -525,3 +526,45 @@ def test_replay_gives_the_first_pass_outputs_for_event_time_expiries(
     assert [e.record for e in replayed if e.record["kind"] == "pair"] == [
         e.record for e in first_pass if e.record["kind"] == "pair"
     ]
+
+
+def test_the_engine_keeps_the_held_positions_in_step_with_what_it_holds() -> None:
+    """The checkpoint copies the engine's position map instead of walking the held events (issue
+    15): the map must equal the walk after every step, through pairs, FIFO pairs, timeouts,
+    evictions, superseded calls, a checkpointed replay and a discard."""
+    rng = random.Random(15)
+    cfg = EngineConfig(call_timeout_ms=5_000, result_grace_ms=1_000, max_conversations=6,
+                       max_calls_per_conversation=3)  # fmt: skip
+
+    def walk(st: PartitionState) -> list[tuple[int, int]]:
+        return [(consumed_offset(h.event.source), h.event.block) for h in st.engine.held()]
+
+    st = state(config=cfg)
+    log: list[Msg] = []
+    open_ids: list[tuple[str, str]] = []
+    for step in range(2500):
+        conv, ts = f"c{rng.randrange(10)}", T0 + step * 40
+        r = rng.random()
+        if r < 0.45:
+            cid = f"id{step}" if rng.random() < 0.9 else f"id{step - 1}"  # sometimes a superseding call
+            value = rec(conv, "tool_call", cid, ts)
+            open_ids.append((conv, cid))
+        elif r < 0.85 and open_ids:
+            conv, cid = open_ids.pop(rng.randrange(len(open_ids)))
+            value = rec(conv, "tool_result", cid, ts)
+        elif r < 0.93:
+            value = rec(conv, "tool_result", None, ts)  # id-less: FIFO or held for the grace
+        else:
+            value = rec(conv, "tool_result", f"unknown{step}", ts)
+        msg = Msg(step, conv.encode(), value, ts)
+        log.append(msg)
+        st.feed([msg], float(ts))
+        assert list(st.engine.positions.values()) == walk(st), step
+    assert st.engine.positions  # something is held at the end
+    cp = st.checkpoint("g", "t")
+    assert cp is not None and list(cp.held) == sorted(walk(st))
+    replayed = state(start=cp.committed, restore=cp, config=cfg)
+    replayed.feed(log[cp.committed :], float(T0 + 2500 * 40))
+    assert list(replayed.engine.positions.values()) == walk(replayed) == walk(st)
+    replayed.engine.discard()
+    assert replayed.engine.positions == {}
