@@ -14,8 +14,11 @@ to the orjson round trip and, for `native`, which share of records the fast path
     python bench/native_bench.py                                   # 1k, 100k, 1M conversations
     python bench/native_bench.py --conversations 1000 --records 200000 --repeat 5
     python bench/native_bench.py --canonical-only                  # only the canonical records
+    python bench/native_bench.py --format gemini                   # the same traffic as Gemini records
     python bench/native_bench.py --conversations 100000 --memory   # RSS per open conversation
     python bench/native_bench.py --conversations 1000 --raw omit   # the lean output shape (--raw)
+    python bench/native_bench.py --variants orjson native routed partition-python partition-native
+        # + routed outputs (the sidecar's shape) and a whole Kafka partition (stream/partition.py)
 
 It prints figures; it asserts nothing about speed.
 """
@@ -30,18 +33,21 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen
+import stream_formats
 from engine_bench import engine_config
 
 from stream_pairer.core import native
 from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.engines import make_pipeline
 from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.vocab import DEFAULT_RAW_MODE, RawMode
+from stream_pairer.stream.partition import OutputTopics, PartitionState
 
 Records = list[tuple[bytes, bytes]]
 RAW = [DEFAULT_RAW_MODE]  # --raw: the output shape both pipelines write
@@ -90,7 +96,57 @@ def _native(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
     return step
 
 
-VARIANTS = {"orjson": _orjson, "python": _python, "native": _native}
+def _routed(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
+    """The sidecar's shape: each output with its kind, key and OutputMeta (`routed=True`)."""
+    pipe = native.NativePipeline(_config(k, dt), routed=True)
+    feed = pipe.feed
+
+    def step(raw: bytes, src: dict[str, Any], key: str) -> int:
+        n = 0
+        for b, _kind, _cid, _meta in feed(raw, src, key=key):
+            n += len(b)
+        return n
+
+    return step
+
+
+def _partition(engine: str) -> Callable[[int, float], Callable[[bytes, dict[str, Any], str], int]]:
+    """A whole Kafka partition (stream/partition.py: routing, commit bookkeeping) on `engine`,
+    one fetched record at a time; the Python engine's outputs are encoded as the sidecar does."""
+
+    def make(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
+        pipe = make_pipeline(engine, _config(k, dt), routed=True)  # type: ignore[arg-type]
+        state = PartitionState("bench", 0, pipe, OutputTopics.for_input("bench"), start_offset=None)
+        dumps = orjson.dumps
+
+        def step(raw: bytes, src: dict[str, Any], key: str) -> int:
+            msg = _Msg(src["offset"], key.encode(), raw, 0)
+            n = 0
+            for e in state.feed([msg], 0.0):
+                n += len(e.record) if isinstance(e.record, bytes) else len(dumps(e.record))
+            return n
+
+        return step
+
+    return make
+
+
+class _Msg(NamedTuple):
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+VARIANTS = {
+    "orjson": _orjson,
+    "python": _python,
+    "native": _native,
+    "routed": _routed,
+    "partition-python": _partition("python"),
+    "partition-native": _partition("native"),
+}
 
 
 def run(step: Callable[[bytes, dict[str, Any], str], int], recs: Records, offset0: int) -> float:
@@ -107,6 +163,9 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
     if args.canonical_only:
         warm = [r for r in warm if b'"type":"tool_' in r[1][:120]]
         recs = [r for r in recs if b'"type":"tool_' in r[1][:120]]
+    if args.format != "mix":  # the same conversations, written as Bedrock / Gemini / MCP records
+        rewriter = stream_formats.Rewriter(args.format)
+        warm, recs = rewriter.records(warm), rewriter.records(recs)
     times: dict[str, list[float]] = {v: [] for v in args.variants}
     share = ""
     for _ in range(args.repeat):
@@ -122,7 +181,11 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
             NATIVE.clear()
             gc.collect()
     base = statistics.median(times["orjson"]) if "orjson" in times else None
-    print(f"K={k:,} open conversations, {len(recs):,} measured records (+{len(warm):,} warm-up)")
+    mean = sum(len(r) for _, r in recs) / len(recs)
+    print(
+        f"K={k:,} open conversations, {len(recs):,} measured records (+{len(warm):,} warm-up), "
+        f"format {args.format}, mean {mean:,.0f} B/record"
+    )
     for v, ts in times.items():
         med = statistics.median(ts)
         us = 1e6 * med / len(recs)
@@ -162,8 +225,14 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--dt-ms", type=float, default=1.0)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument("--variants", nargs="+", default=["orjson", "python", "native"], choices=list(VARIANTS))
     p.add_argument("--canonical-only", action="store_true", help="keep only canonical records")
+    p.add_argument(
+        "--format",
+        choices=["mix", *stream_formats.FORMATS],
+        default="mix",
+        help="mix: datagen's format mix; or its traffic re-written as one stream format",
+    )
     p.add_argument("--memory", action="store_true", help="only the compiled core's RSS per conversation")
     modes = [m.value for m in RawMode]
     p.add_argument(

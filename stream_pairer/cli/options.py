@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from stream_pairer.core import tagging
 from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.engines import ENGINE_CHOICES
 from stream_pairer.core.formats import DEFAULT_CONFIG as DEFAULT_FORMAT_CONFIG
 from stream_pairer.core.formats import FormatConfig
 from stream_pairer.core.vocab import RawMode
@@ -163,6 +164,15 @@ def dotted_path(value: str) -> str:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     d = EngineConfig()
     g = parser.add_argument_group("pairing and state limits")
+    add_option(
+        g,
+        "--engine",
+        default="auto",
+        choices=list(ENGINE_CHOICES),
+        help="pairing engine: native (the compiled core), python (the reference engine), or auto: "
+        "native when it is built and runs this configuration (failure tagging not ported yet), "
+        "else python; both give the same output records",
+    )
     add_option(
         g,
         "--call-timeout",

@@ -324,6 +324,10 @@ class Engine:
     def held(self) -> Iterator[Held]:
         return iter(self._held.values())
 
+    @property
+    def tracks_positions(self) -> bool:
+        return self._position_of is not None
+
     def track_positions(self, position_of: Callable[[ToolEvent], Any]) -> None:
         """Keep `position_of(event)` of every held event in `positions` (seq -> position, in arrival
         order), updated as events are held and released. Why: the sidecar's checkpoint needs the

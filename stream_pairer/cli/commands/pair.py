@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,10 +29,11 @@ from stream_pairer.cli.options import (
     format_config_from_args,
     tagger_from_args,
 )
-from stream_pairer.core.engine import Engine
+from stream_pairer.core.engines import make_pipeline, resolve_engine
+from stream_pairer.core.native import NativePipeline
 from stream_pairer.core.pipeline import Pipeline, Summary
 from stream_pairer.core.vocab import OrphanReason, Record
-from stream_pairer.errors import InputError, OutputRefused
+from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -81,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
     try:
         tagger = tagger_from_args(args)
-        engine = Engine(engine_config_from_args(args), tagger=tagger)
+        engine = resolve_engine(args.engine, tagger)
         format_config = format_config_from_args(args)
-        pipeline = Pipeline(engine, format_config)
-    except (OSError, ValueError) as err:
+        pipeline = make_pipeline(engine, engine_config_from_args(args), format_config, tagger=tagger)
+    except (OSError, ValueError, NativeUnavailable) as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2
     if args.inputs.count("-") > 1:
@@ -132,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             | {
                 "loop_cap_crossings": crossings,
                 "history_ids_forgotten": pipeline.dedup.forgotten,
+                "engine": engine,
                 "seconds": round(elapsed, 3),
             }
             | size.as_dict()
@@ -142,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"stream-pairer pair: {err}", file=sys.stderr)
             return 2 if isinstance(err, OutputRefused) else 1
     if not args.quiet:
-        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size))
+        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size, engine=engine))
     return 0
 
 
@@ -177,9 +179,9 @@ class OutputSize:
 
 
 def feed_file(
-    pipeline: Pipeline,
+    pipeline: Pipeline | NativePipeline,
     records: FileRecords,
-    write: Callable[[list[Record]], None],
+    write: Callable[[Sequence[Record | bytes]], None],
     tick: Callable[[Summary], None] | None = None,
 ) -> int:
     """Every record of one input file through the pipeline; returns the record bytes read (see
@@ -236,6 +238,8 @@ def render_summary(
     out: Path,
     crossings: dict[str, int] | None = None,
     size: OutputSize | None = None,
+    *,
+    engine: str | None = None,
 ) -> str:
     rows: list[tuple[str, int | str]] = [
         ("records read", s.records),
@@ -278,5 +282,6 @@ def render_summary(
         f"conservation: {acc['events_in']} events in, {acc['events_out']} in pairs/orphans"
         f" ({'ok' if acc['events_in'] == acc['events_out'] else 'MISMATCH'})"
     )
-    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s)")
+    ran = "" if engine is None else f", {engine} engine"
+    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
     return "\n".join(lines)
