@@ -182,6 +182,9 @@ class Engine:
         self.tagger = tagger
         self._convs: OrderedDict[str, Conversation] = OrderedDict()  # LRU order: oldest touch first
         self._held: dict[int, Held] = {}  # seq -> held, in arrival order: first is the oldest
+        # seq -> position of each held event, kept in step with _held once track_positions is called
+        self.positions: dict[int, Any] = {}
+        self._position_of: Callable[[ToolEvent], Any] | None = None
         # Processing-time timers (p_deadline, seq); stale entries skipped lazily. Empty until the
         # first `advance`: no processing time, no processing timers.
         self._heap: list[tuple[float, int]] = []
@@ -305,6 +308,7 @@ class Engine:
         by replaying from the committed offset, which never passes the oldest held event)."""
         n = len(self._held)
         self._held.clear()
+        self.positions.clear()
         self._convs.clear()
         self._closed.clear()
         self._heap.clear()
@@ -319,6 +323,19 @@ class Engine:
 
     def held(self) -> Iterator[Held]:
         return iter(self._held.values())
+
+    @property
+    def tracks_positions(self) -> bool:
+        return self._position_of is not None
+
+    def track_positions(self, position_of: Callable[[ToolEvent], Any]) -> None:
+        """Keep `position_of(event)` of every held event in `positions` (seq -> position, in arrival
+        order), updated as events are held and released. Why: the sidecar's checkpoint needs the
+        position of every held event at every commit, and walking the held events for it cost
+        ~1.5 µs each (seconds per commit at a million held events); copying this dict does not
+        touch the events."""
+        self._position_of = position_of
+        self.positions = {seq: position_of(h.event) for seq, h in self._held.items()}
 
     @property
     def open_conversations(self) -> int:
@@ -474,6 +491,8 @@ class Engine:
         p_deadline = INF if p_now == NEG_INF else p_now + timeout
         held = Held(event, seq, ts, deadline, conv, p_deadline_ms=p_deadline)
         self._held[seq] = held
+        if self._position_of is not None:
+            self.positions[seq] = self._position_of(event)
         self.held_bytes += held_cost(event.size)
         if deadline != INF:
             timers = conv.timers
@@ -500,6 +519,7 @@ class Engine:
         """Remove a held event from every structure that references it."""
         if self._held.pop(held.seq, None) is None:
             return
+        self.positions.pop(held.seq, None)
         ev = held.event
         conv = held.conv
         self.held_bytes -= held_cost(ev.size)

@@ -114,6 +114,11 @@ def consumed_offset(source: Mapping[str, Any]) -> int:
     return int((via or source)["offset"])
 
 
+def _position(event: ToolEvent) -> tuple[int, int]:
+    """A held event's position in its partition: the (offset, block) a checkpoint lists."""
+    return consumed_offset(event.source), event.block
+
+
 class StateGauges(NamedTuple):
     """What a pipeline holds, for the sidecar's state gauges (summed over partitions)."""
 
@@ -351,8 +356,14 @@ class Pipeline:
         return None if oldest is None else consumed_offset(oldest.event.source)
 
     def held_positions(self) -> list[tuple[int, int]]:
-        """(consumed offset, block) of every held event, oldest first."""
-        return [(consumed_offset(h.event.source), h.event.block) for h in self.engine.held()]
+        """(consumed offset, block) of every held event, oldest first. The first call has the engine
+        keep them from then on, as it holds and releases events (`Engine.track_positions`): the
+        sidecar asks at every commit, and copying that map costs a fraction of walking every held
+        event (issue 15); file mode never asks, so never pays for it."""
+        engine = self.engine
+        if not engine.tracks_positions:
+            engine.track_positions(_position)
+        return list(engine.positions.values())
 
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
         """`Engine.held_clocks` by input position: (consumed offset, block, clock)."""

@@ -5,8 +5,10 @@ Why this module is shaped the way it is:
 * One `Metrics` object owns one `CollectorRegistry` (a fresh one by default), so tests and several
   pipelines in one process never collide on the global registry. The HTTP server serves
   `metrics.registry`.
-* `observe_output` runs once per output record on the hot path, so every labelled child is resolved
-  once and cached in a plain dict; the steady-state cost is a dict lookup and a locked add.
+* `observe_outputs` runs once per delivered batch (issue 15): it groups the batch's `OutputMeta`s by
+  label set and adds each group's count once, and fills the histograms bucket by bucket, so the cost
+  per output is a tuple count, not a locked add per counter. `observe_output` (one record dict) is
+  the same counting for one record. Every labelled child is resolved once and cached in a plain dict.
 * Labels are bounded: `match`, `kind`, `reason`, `outcome`, `point` and `limit` come from closed
   sets in the code; `tool` comes from the data, so it is folded to `other` after `max_tool_labels`
   distinct names (or to `other` for any name outside `known_tools` when a tool registry is given).
@@ -22,12 +24,16 @@ Why this module is shaped the way it is:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from stream_pairer.core import vocab
+from stream_pairer.core.model import OutputMeta
 from stream_pairer.core.vocab import (
     EventType,
     EvictionLimit,
@@ -75,6 +81,44 @@ TOOL_LATENCY_BUCKETS: Final = (
 EMIT_LATENCY_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
+
+
+# OutputMeta minus its latency: what the counters are labelled by (the latency goes to a histogram).
+_LABELS_OF: Final = itemgetter(0, 1, 2, 3, 4, 5)
+
+
+def observe_many(hist: Histogram, values: Iterable[float], weight: int = 1) -> None:
+    """`hist.observe(v)` for each value (`weight` times each), with one add per bucket touched and
+    one add to the sum, instead of a locked add per observation. Same bucket rule as `observe`
+    (the first bucket whose upper bound is >= the value; NaN counts in the sum and in no bucket).
+    Uses the histogram's value slots (prometheus_client's `_upper_bounds`, `_buckets`, `_sum`,
+    checked when Metrics is built), as `observe` itself does."""
+    bounds = hist._upper_bounds
+    counts = [0] * len(bounds)
+    total = 0.0
+    n = 0
+    for v in values:
+        total += v
+        n += 1
+        if v == v:  # noqa: PLR0124 - NaN is in no bucket
+            counts[bisect_left(bounds, v)] += weight
+    if n == 0:
+        return
+    hist._sum.inc(total * weight)
+    buckets = hist._buckets
+    for i, c in enumerate(counts):
+        if c:
+            buckets[i].inc(c)
+
+
+def _check_histogram_slots() -> None:
+    """Fail at import, not on the first delivered batch, if prometheus_client changed its internals."""
+    probe = Histogram("stream_pairer_slots_probe_seconds", "probe", registry=None)
+    if not all(hasattr(probe, a) for a in ("_upper_bounds", "_buckets", "_sum")):
+        raise RuntimeError("this prometheus_client's Histogram lacks the slots observe_many uses")
+
+
+_check_histogram_slots()
 
 
 class Metrics:
@@ -356,6 +400,63 @@ class Metrics:
             self.history_copies.inc(n)
 
     # ----------------------------------------------------------------- output
+    def observe_outputs(self, metas: Sequence[OutputMeta]) -> None:
+        """Count a batch of output records (pairs, orphans, dead letters) as emitted: the same
+        values as `observe_output` once per record, one add per distinct label set."""
+        if not metas:
+            return
+        for (kind, label, fifo_by, tool, outcome, failure), n in Tally(map(_LABELS_OF, metas)).items():
+            if kind == _PAIR:
+                match = (label or NONE_LABEL, fifo_by or NONE_LABEL)
+                child = self._pair_children.get(match)
+                if child is None:
+                    child = self._pair_children[match] = self.pairs.labels(*match)
+                child.inc(n)
+                self._observe_tags(tool, outcome, failure, n, is_call=True)
+            elif kind in ORPHAN_KINDS:
+                key = (kind, label or NONE_LABEL)
+                child = self._orphan_children.get(key)
+                if child is None:
+                    child = self._orphan_children[key] = self.orphans.labels(*key)
+                child.inc(n)
+                self._observe_tags(tool, outcome, failure, n, is_call=kind == _ORPHAN_CALL)
+            elif kind == _DEAD_LETTER:
+                reason = label or NONE_LABEL
+                child = self._dead_children.get(reason)
+                if child is None:
+                    child = self._dead_children[reason] = self.dead_letters.labels(reason)
+                child.inc(n)
+            else:
+                raise ValueError(f"not an output record kind: {kind!r}")
+        latencies = [m[6] for m in metas if m[6] is not None and m[0] == _PAIR]
+        if latencies:
+            negative = sum(1 for v in latencies if v < 0)
+            if negative:
+                self.tool_latency_negative.inc(negative)
+            observe_many(self.tool_latency, [v / 1000.0 for v in latencies if not v < 0])
+
+    def _observe_tags(
+        self, tool_name: str | None, outcome: str | None, point: str | None, n: int, *, is_call: bool
+    ) -> None:
+        tool = self.tool_label(tool_name)
+        if is_call:
+            child = self._call_children.get(tool)
+            if child is None:
+                child = self._call_children[tool] = self.tool_calls.labels(tool)
+            child.inc(n)
+        if outcome is not None:
+            key = (tool, outcome)
+            child = self._outcome_children.get(key)
+            if child is None:
+                child = self._outcome_children[key] = self.tool_outcomes.labels(tool, outcome)
+            child.inc(n)
+        if point is not None:
+            key = (tool, point)
+            child = self._failure_children.get(key)
+            if child is None:
+                child = self._failure_children[key] = self.tool_failures.labels(tool, point)
+            child.inc(n)
+
     def observe_output(self, record: Mapping[str, Any]) -> None:
         """Count one output record (pair, orphan or dead letter) as emitted."""
         kind = record.get("kind")
@@ -401,26 +502,9 @@ class Metrics:
         child.inc(n)
 
     def _observe_tagging(self, record: Mapping[str, Any], *, is_call: bool) -> None:
-        tool = self.tool_label(record.get("tool"))
-        if is_call:
-            child = self._call_children.get(tool)
-            if child is None:
-                child = self._call_children[tool] = self.tool_calls.labels(tool)
-            child.inc()
-        outcome = record.get("outcome")
-        if outcome is not None:
-            key = (tool, outcome)
-            child = self._outcome_children.get(key)
-            if child is None:
-                child = self._outcome_children[key] = self.tool_outcomes.labels(tool, outcome)
-            child.inc()
-        point = record.get("failure")
-        if point is not None:
-            key = (tool, point)
-            child = self._failure_children.get(key)
-            if child is None:
-                child = self._failure_children[key] = self.tool_failures.labels(tool, point)
-            child.inc()
+        self._observe_tags(
+            record.get("tool"), record.get("outcome"), record.get("failure"), 1, is_call=is_call
+        )
 
     def tool_label(self, name: str | None) -> str:
         """The `tool` label value for a tool name: bounded, stable for the life of the process.
@@ -448,9 +532,14 @@ class Metrics:
             self._tool_labels[name] = label
         return label
 
-    def observe_emit_latency(self, seconds: float) -> None:
-        """Wall seconds from a result's arrival to the commit that made its output durable."""
-        self.emit_latency.observe(max(seconds, 0.0))
+    def observe_emit_latency(self, seconds: float, n: int = 1) -> None:
+        """Wall seconds from a result's arrival to the commit that made its output durable, for `n`
+        outputs that arrived together (one fetch) and were made durable by the same commit: the
+        histogram counts each of them, as `n` calls with one output each would."""
+        if n == 1:
+            self.emit_latency.observe(max(seconds, 0.0))
+        elif n > 1:
+            observe_many(self.emit_latency, (max(seconds, 0.0),), weight=n)
 
     # ------------------------------------------------------------ state/limits
     def set_state(

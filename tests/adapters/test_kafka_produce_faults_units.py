@@ -13,12 +13,14 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import RecordMetadata
 from prometheus_client import generate_latest
 
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import KafkaSettings
-from stream_pairer.adapters.kafka.delivery import AtLeastOnce, _Pending, fit_output
+from stream_pairer.adapters.kafka.delivery import AtLeastOnce, _Open, _Pending, fit_output
 from stream_pairer.adapters.kafka.logs import JsonFormatter, RepeatFilter, StateLog, TextFormatter, log_level
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
 from stream_pairer.adapters.kafka.topics import check_template, render_template, verify_checkpoint_topics
@@ -247,15 +249,15 @@ async def test_pending_outputs_track_acknowledgement_refusal_and_recreated_topic
     loop = asyncio.get_running_loop()
     acked: list[Any] = []
     errors: list[BaseException] = []
-    pending = _Pending(on_error=errors.append, on_ack=acked.append)
+    pending = _Pending(on_error=errors.append, on_ack=lambda meta, n: acked.append((meta, n)))
     futs = [loop.create_future() for _ in range(3)]
-    for f in futs:
-        pending.add(f)
+    for n, f in enumerate(futs, 1):
+        pending.add(f, n)
     assert pending.outstanding == 3 and pending.since is not None
     futs[0].set_result("m0")
     futs[1].set_exception(RuntimeError("refused"))
     await asyncio.sleep(0)
-    assert pending.outstanding == 1 and acked == ["m0"] and isinstance(pending.error, RuntimeError)
+    assert pending.outstanding == 1 and acked == [("m0", 1)] and isinstance(pending.error, RuntimeError)
     futs[2].set_result("m2")
     await asyncio.sleep(0)
     assert pending.outstanding == 0 and pending.since is None and len(errors) == 1
@@ -271,3 +273,50 @@ async def test_pending_outputs_track_acknowledgement_refusal_and_recreated_topic
     assert d.recreated == set()
     d._acked(meta(0))  # the topic's offsets started again: it was deleted and re-created
     assert d.recreated == {"out"}
+
+    # Batches: the offsets a batch took are base .. base + n - 1; a re-created topic whose first
+    # batch starts at the base of the only batch the old one had is still seen (issue 15).
+    d.recreated.clear()
+    d._acked(RecordMetadata("dlq", 0, None, 0, -1, -1, 0), 15)
+    d._acked(RecordMetadata("dlq", 0, None, 15, -1, -1, 0), 4)  # the next batch: offsets 15..18
+    d._acked(RecordMetadata("dlq", 1, None, 0, -1, -1, 0), 15)  # partition 1: one batch, 0..14
+    assert d.recreated == set()
+    d._acked(RecordMetadata("dlq", 1, None, 0, -1, -1, 0), 3)  # the re-created topic's first batch
+    assert d.recreated == {"dlq"}
+
+
+async def test_a_batch_shared_by_input_partitions_reaches_each_and_is_acknowledged_once() -> None:
+    """At-least-once batches hold the outputs of several input partitions (issue 15): each must see
+    a refusal (none may commit past it), and the offset check must see each batch once."""
+    loop = asyncio.get_running_loop()
+    acked: list[tuple[Any, int]] = []
+    errors: list[BaseException] = []
+    p0 = _Pending(on_error=errors.append, on_ack=lambda meta, n: acked.append((meta, n)))
+    p1 = _Pending(on_error=errors.append, on_ack=lambda meta, n: acked.append((meta, n)))
+    ok, refused = loop.create_future(), loop.create_future()
+    for fut in (ok, refused):
+        p0.add(fut, 5, acks=True)
+        p1.add(fut, 5, acks=False)
+    ok.set_result("m")
+    refused.set_exception(RuntimeError("refused"))
+    await asyncio.sleep(0)
+    assert acked == [("m", 5)]  # once, with the batch's size
+    assert isinstance(p0.error, RuntimeError) and isinstance(p1.error, RuntimeError)
+    assert p0.outstanding == p1.outstanding == 0 and len(errors) == 2
+
+
+async def test_closing_a_partition_leaves_the_open_batches_of_the_others() -> None:
+    settings = KafkaSettings("127.0.0.1:9")
+    d = AtLeastOnce(settings, "g", CheckpointStore(settings, "g", "{topic}.c"), Metrics())
+    tp0, tp1 = TopicPartition("in", 0), TopicPartition("in", 1)
+
+    def batch(*owners: TopicPartition) -> _Open:
+        b = _Open(BatchBuilder(16384, 0))
+        b.builder.append(key=b"k", value=b"v", timestamp=None)
+        b.owners.update(dict.fromkeys(owners))
+        return b
+
+    d._open = {("out", 0): batch(tp0, tp1), ("out", 1): batch(tp0), ("out", 2): batch(tp1)}
+    await d.close_partition(tp0)  # rebuilt by replay: its outputs are produced again
+    assert set(d._open) == {("out", 0), ("out", 2)}
+    assert list(d._open[("out", 0)].owners) == [tp1]  # tp1's outputs in it still go out

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.formats import parse_record
+from stream_pairer.core.model import output_meta
 from stream_pairer.ops.metrics import (
     EVICTION_LIMITS,
     FAILURE_POINTS,
@@ -400,6 +401,77 @@ def test_unknown_record_types_have_a_bounded_label_set() -> None:
         for s in fam.samples if s.name.endswith("_total")
     ]  # fmt: skip
     assert len(series) == MAX_RECORD_TYPES + 1
+
+
+# ------------------------------------------------------------------ batched counting (issue 15)
+
+
+def _samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in m.registry.collect()
+        for s in fam.samples
+        if not s.name.endswith("_created")
+    }
+
+
+def _varied_outputs() -> list[dict[str, Any]]:
+    """Every branch of the counting: pairs by id / fifo by name and order, orphans of each kind and
+    reason, dead letters, tool names past the label cap and missing, outcomes, failures, latencies
+    in several buckets, negative and missing ones."""
+    recs: list[dict[str, Any]] = []
+    for i in range(300):
+        tool = None if i % 17 == 0 else f"tool{i % 7}"
+        if i % 5 == 0:
+            recs.append({"kind": "dead_letter", "reason": ("invalid_json", "too_large", None)[i % 3]})
+        elif i % 5 == 1:
+            kind = ORPHAN_KINDS[i % len(ORPHAN_KINDS)]
+            recs.append({"kind": kind, "reason": ORPHAN_REASONS[i % len(ORPHAN_REASONS)], "tool": tool,
+                         "outcome": OUTCOMES[i % len(OUTCOMES)] if i % 3 else None})  # fmt: skip
+        else:
+            match, fifo_by = (("id", None), ("fifo", "name"), ("fifo", "order"))[i % 3]
+            recs.append({
+                "kind": "pair", "match": match, "fifo_by": fifo_by, "tool": tool,
+                "latency_ms": (None, -5.0, 3.0, 250.0, 7_000.0, 2e6)[i % 6],
+                "outcome": OUTCOMES[i % len(OUTCOMES)] if i % 2 else None,
+                "failure": FAILURE_POINTS[i % len(FAILURE_POINTS)] if i % 4 == 0 else None,
+            })  # fmt: skip
+    return recs
+
+
+def test_observe_outputs_counts_exactly_what_per_record_observation_counts() -> None:
+    recs = _varied_outputs()
+    one, batched = (
+        Metrics(CollectorRegistry(), max_tool_labels=4),
+        Metrics(CollectorRegistry(), max_tool_labels=4),
+    )
+    for rec in recs:
+        one.observe_output(rec)
+    batched.observe_outputs([output_meta(r) for r in recs[:123]])  # two batches: the label cap
+    batched.observe_outputs([output_meta(r) for r in recs[123:]])  # state carries across them
+    a, b = _samples(one), _samples(batched)
+    assert a.keys() == b.keys()
+    for k, v in a.items():
+        assert b[k] == pytest.approx(v, rel=1e-12), k  # sums may differ in the last bits, counts not
+    assert value(batched, "stream_pairer_pairs_total", match="fifo", fifo_by="order") > 0
+    negative = sum(1 for r in recs if r["kind"] == "pair" and (r.get("latency_ms") or 0) < 0)
+    assert negative > 0 and value(batched, "stream_pairer_tool_latency_negative_total") == negative
+    with pytest.raises(ValueError, match="not an output record kind"):
+        batched.observe_outputs([output_meta({"kind": "nonsense"})])
+
+
+def test_emit_latency_of_n_outputs_is_n_observations() -> None:
+    one, batched = Metrics(CollectorRegistry()), Metrics(CollectorRegistry())
+    for seconds, n in ((0.003, 7), (0.2, 1), (-1.0, 2), (40.0, 3)):
+        for _ in range(n):
+            one.observe_emit_latency(seconds)
+        batched.observe_emit_latency(seconds, n)
+    batched.observe_emit_latency(1.0, 0)  # nothing
+    a, b = _samples(one), _samples(batched)
+    assert a.keys() == b.keys()
+    for k, v in a.items():
+        assert b[k] == pytest.approx(v, rel=1e-12), k
+    assert value(batched, "stream_pairer_emit_latency_seconds_count") == 13
 
 
 def test_input_and_output_bytes() -> None:

@@ -18,14 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_pairer.adapters.kafka.rekeyer import conversation_key
-from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG
+from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
 from stream_pairer.stream.partition import (
     Emitted,
     OutputTopics,
     PartitionState,
+    consumed_offset,
     lineage_headers,
     source_from_headers,
 )
@@ -525,3 +527,54 @@ def test_replay_gives_the_first_pass_outputs_for_event_time_expiries(
     assert [e.record for e in replayed if e.record["kind"] == "pair"] == [
         e.record for e in first_pass if e.record["kind"] == "pair"
     ]
+
+
+def test_the_engine_keeps_the_held_positions_in_step_with_what_it_holds() -> None:
+    """The checkpoint copies the engine's position map instead of walking the held events (issue
+    15): the map must equal the walk after every step, through pairs, FIFO pairs, timeouts,
+    evictions, superseded calls, a checkpointed replay and a discard."""
+    rng = random.Random(15)
+    cfg = EngineConfig(call_timeout_ms=5_000, result_grace_ms=1_000, max_conversations=6,
+                       max_calls_per_conversation=3)  # fmt: skip
+
+    def walk(st: PartitionState) -> list[tuple[int, int]]:
+        return [(consumed_offset(h.event.source), h.event.block) for h in engine(st).held()]
+
+    def engine(st: PartitionState) -> Engine:
+        assert isinstance(st.pipeline, Pipeline)  # the Python engine's bookkeeping is under test
+        return st.pipeline.engine
+
+    def python_state(restore: Checkpoint | None = None, start: int = 0) -> PartitionState:
+        return DecodedPartitionState("in", 0, stream_pipeline(cfg, engine="python"), TOPICS,
+                                     start_offset=start, restore=restore, wall_ms=0.0)  # fmt: skip
+
+    st = python_state()
+    assert st.pipeline.held_positions() == []  # the first call starts the tracking
+    log: list[Msg] = []
+    open_ids: list[tuple[str, str]] = []
+    for step in range(2500):
+        conv, ts = f"c{rng.randrange(10)}", T0 + step * 40
+        r = rng.random()
+        if r < 0.45:
+            cid = f"id{step}" if rng.random() < 0.9 else f"id{step - 1}"  # sometimes a superseding call
+            value = rec(conv, "tool_call", cid, ts)
+            open_ids.append((conv, cid))
+        elif r < 0.85 and open_ids:
+            conv, cid = open_ids.pop(rng.randrange(len(open_ids)))
+            value = rec(conv, "tool_result", cid, ts)
+        elif r < 0.93:
+            value = rec(conv, "tool_result", None, ts)  # id-less: FIFO or held for the grace
+        else:
+            value = rec(conv, "tool_result", f"unknown{step}", ts)
+        msg = Msg(step, conv.encode(), value, ts)
+        log.append(msg)
+        st.feed([msg], float(ts))
+        assert st.pipeline.held_positions() == walk(st), step
+    assert engine(st).tracks_positions and engine(st).positions  # something is held at the end
+    cp = st.checkpoint("g", "t")
+    assert cp is not None and list(cp.held) == sorted(walk(st))
+    replayed = python_state(restore=cp, start=cp.committed)
+    replayed.feed(log[cp.committed :], float(T0 + 2500 * 40))
+    assert replayed.pipeline.held_positions() == walk(replayed) == walk(st)
+    replayed.pipeline.discard()
+    assert engine(replayed).positions == {}

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +40,12 @@ from aiokafka.structs import OffsetAndMetadata
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import RECORD_OVERHEAD_BYTES, KafkaSettings, make_producer, tp_key
 from stream_pairer.adapters.kafka.errors import classify
+from stream_pairer.core.model import OutputMeta, output_meta
 from stream_pairer.errors import CommitFailed, OutputTooLarge, SidecarError
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import Emitted
+from stream_pairer.stream.partitioner import KeyPartitioner
 
 log = logging.getLogger("stream_pairer.kafka")
 
@@ -142,36 +146,30 @@ def fit_output(record: dict[str, Any] | bytes, limit: int) -> bytes:
 encode_output = fit_output  # the name file-mode tests and older callers know
 
 
-def _kind(item: Emitted) -> str:
-    """The record kind of an output (its OutputMeta's when it has one: the compiled core's bytes)."""
-    if item.meta is not None:
-        return item.meta.kind
-    rec = item.record
-    kind: str = (rec if isinstance(rec, dict) else orjson.loads(rec))["kind"]
-    return kind
-
-
 @dataclass(slots=True)
 class _Pending:
-    """Outputs sent for one partition since its last commit."""
+    """Outputs sent for one partition since its last commit: one future per produced batch."""
 
     futures: list[asyncio.Future[Any]] = field(default_factory=list)
-    # (record or its encoding, arrival)
-    records: list[tuple[dict[str, Any] | bytes, float | None]] = field(default_factory=list)
-    outstanding: int = 0  # sends not answered yet
-    since: float | None = None  # when the oldest send still outstanding went out
-    error: BaseException | None = None  # the first refused send: the partition must be rebuilt
-    on_error: Any = None  # called with each refused send's error (the delivery's producer check)
-    on_ack: Any = None  # called with each acknowledged send's RecordMetadata
+    metas: list[OutputMeta] = field(default_factory=list)  # what the metrics count once acknowledged
+    arrivals: list[tuple[float, int]] = field(default_factory=list)  # (arrival, outputs) per fetch
+    outstanding: int = 0  # batches not answered yet
+    since: float | None = None  # when the oldest batch still outstanding went out
+    error: BaseException | None = None  # the first refused batch: the partition must be rebuilt
+    on_error: Any = None  # called with each refused batch's error (the delivery's producer check)
+    on_ack: Any = None  # called with each acknowledged batch's RecordMetadata (base offset) and size
 
-    def add(self, fut: asyncio.Future[Any]) -> None:
+    def add(self, fut: asyncio.Future[Any], records: int = 1, *, acks: bool = True) -> None:
+        """Track a batch of `records` outputs (its future resolves to the batch's base offset).
+        `acks=False`: a batch shared with another input partition that reports its acknowledgement
+        (the offset check must see each batch once)."""
         self.futures.append(fut)
         if self.outstanding == 0:
             self.since = time.monotonic()
         self.outstanding += 1
-        fut.add_done_callback(self._done)
+        fut.add_done_callback(functools.partial(self._done, records if acks else 0))
 
-    def _done(self, fut: asyncio.Future[Any]) -> None:
+    def _done(self, records: int, fut: asyncio.Future[Any]) -> None:
         self.outstanding -= 1
         if self.outstanding == 0:
             self.since = None
@@ -179,13 +177,27 @@ class _Pending:
             return
         err = fut.exception()  # retrieved here, always: no "exception was never retrieved" noise
         if err is None:
-            if self.on_ack is not None:
-                self.on_ack(fut.result())
+            if records and self.on_ack is not None:
+                self.on_ack(fut.result(), records)
         else:
             if self.error is None:
                 self.error = err
             if self.on_error is not None:
                 self.on_error(err)
+
+
+@dataclass(slots=True)
+class _Open:
+    """A batch being filled for one output topic-partition, and the input partitions whose
+    outputs it holds (each of them must see its answer: none may commit past a lost batch)."""
+
+    builder: Any
+    owners: dict[TopicPartition, None] = field(default_factory=dict)  # an ordered set
+
+
+def _meta_of(record: dict[str, Any] | bytes) -> OutputMeta:
+    """What the metrics count of an output handed over without its OutputMeta."""
+    return output_meta(orjson.loads(record) if isinstance(record, bytes) else record)
 
 
 def _failure(err: BaseException, during: str) -> SidecarError:
@@ -203,9 +215,11 @@ class Delivery:
         self.checkpoints = checkpoints
         self.metrics = metrics
         self.limits: dict[str, int] = {}  # output topic -> the size each record is fitted under
-        self._acked_offsets: dict[tuple[str, int], int] = {}  # output partition -> newest acked offset
+        # output partition -> the last offset of the newest acknowledged batch
+        self._acked_offsets: dict[tuple[str, int], int] = {}
         self.recreated: set[str] = set()  # output topics seen deleted and re-created (see _acked)
         self._pending: dict[TopicPartition, _Pending] = {}
+        self._partitioner = KeyPartitioner()
 
     def set_limits(self, max_message_bytes: dict[str, int]) -> None:
         """Per output topic: the smaller of --max-output-bytes and the topic's `max.message.bytes`
@@ -252,15 +266,15 @@ class Delivery:
         raise NotImplementedError
 
     def _observe(self, tp: TopicPartition) -> None:
+        """The partition's outputs are durable: count them (one grouped update) and their emit
+        latency (one weighted observation per fetch: the outputs of one fetch share its arrival)."""
         pending = self._pending.pop(tp, None)
         if pending is None:
             return
         now = time.monotonic()
-        metrics = self.metrics
-        for rec, arrival in pending.records:
-            metrics.observe_output(orjson.loads(rec) if isinstance(rec, bytes) else rec)
-            if arrival is not None:
-                metrics.observe_emit_latency(now - arrival)
+        self.metrics.observe_outputs(pending.metas)
+        for arrival, n in pending.arrivals:
+            self.metrics.observe_emit_latency(now - arrival, n)
 
     def _track(self, tp: TopicPartition) -> _Pending:
         pending = self._pending.get(tp)
@@ -268,32 +282,121 @@ class Delivery:
             pending = self._pending[tp] = _Pending(on_error=self._refused_send, on_ack=self._acked)
         return pending
 
-    def _acked(self, meta: Any) -> None:
-        """Offsets of one output partition only grow: an acknowledged offset below one seen before
-        means the topic was deleted and re-created (the broker's auto-creation brings it back the
-        moment our producer asks for it, so it never looks missing): what was written to the old
-        one is gone, and the sidecar must rebuild to write it again."""
+    def _acked(self, meta: Any, records: int = 1) -> None:
+        """Offsets of one output partition only grow: an acknowledged batch whose base offset is
+        below the last offset of a batch acknowledged before means the topic was deleted and
+        re-created (the broker's auto-creation brings it back the moment our producer asks for it,
+        so it never looks missing): what was written to the old one is gone, and the sidecar must
+        rebuild to write it again. The last offset, not the base: one batch of n outputs written at
+        0 and the re-created topic's first batch at 0 again must differ (`records` is n)."""
         key = (meta.topic, meta.partition)
         last = self._acked_offsets.get(key)
         if last is not None and meta.offset < last:
             self.recreated.add(meta.topic)
-        self._acked_offsets[key] = meta.offset
+        self._acked_offsets[key] = meta.offset + max(records, 1) - 1
 
     def _refused_send(self, err: BaseException) -> None:
         """A send the broker refused for good. Overridden where that poisons a shared producer."""
 
-    async def _send_all(
-        self, producer: AIOKafkaProducer, tp: TopicPartition, items: list[Emitted], arrival: float | None
+    async def _append(
+        self,
+        producer: AIOKafkaProducer,
+        tp: TopicPartition,
+        items: list[Emitted],
+        arrival: float | None,
+        open_batches: dict[tuple[str, int], _Open],
     ) -> None:
+        """Add `items` to the open batches, one per output topic-partition (`create_batch`), to be
+        sent by `_ship_all` with one `send_batch` and one future each, instead of one `send()`,
+        one partitioner call and one future per record. The partition of a keyed record is the
+        default partitioner's (see stream/partitioner.py) over the topic's partition count as the
+        producer's metadata knows it now (refreshed by the client as for `send()`). Keyless
+        records (dead letters of keyless input) go, per call, to one partition drawn at random
+        among those with a leader, as the Java client's sticky partitioner would place them
+        (aiokafka's `send()` drew one per record). A batch that refuses a record (full: the
+        producer's batch size, which fits the smallest output topic's `max.message.bytes`) is
+        sent at once and a new one started; order per output partition is the order of `items`."""
         pending = self._track(tp)
         default = self.settings.max_output_bytes
         limits = self.limits
-        observe_bytes = self.metrics.observe_output_bytes
+        hashes = self._partitioner
+        counts: dict[str, int] = {}
+        sticky: dict[str, int] = {}
+        metas = pending.metas
+        sizes: dict[str, int] = {}  # output bytes by record kind (output bytes per input byte)
         for item in items:
-            value = fit_output(item.record, limits.get(item.topic, default))
-            observe_bytes(_kind(item), len(value))  # output bytes per input byte (issue 15)
-            pending.add(await producer.send(item.topic, value, key=item.key))
-            pending.records.append((item.record, arrival))
+            topic = item.topic
+            n = counts.get(topic)
+            if n is None:
+                n = counts[topic] = len(await producer.partitions_for(topic))
+            key = item.key
+            if key is not None:
+                partition = hashes.partition(key, n)
+            else:
+                partition = sticky.get(topic, -1)
+                if partition < 0:
+                    partition = sticky[topic] = self._keyless_partition(producer, topic, n)
+            value = fit_output(item.record, limits.get(topic, default))
+            dest = (topic, partition)
+            batch = open_batches.get(dest)
+            if batch is None:
+                batch = open_batches[dest] = _Open(producer.create_batch())
+            if batch.builder.append(key=key, value=value, timestamp=None) is None:  # full: send it
+                del open_batches[dest]
+                await self._ship(producer, dest, batch)
+                batch = open_batches[dest] = _Open(producer.create_batch())
+                batch.builder.append(key=key, value=value, timestamp=None)  # the first always fits
+            batch.owners[tp] = None
+            meta = item.meta
+            if meta is None:
+                meta = _meta_of(item.record)
+            metas.append(meta)
+            sizes[meta.kind] = sizes.get(meta.kind, 0) + len(value)
+        for kind, n in sizes.items():
+            self.metrics.observe_output_bytes(kind, n)
+        if arrival is not None and items:
+            pending.arrivals.append((arrival, len(items)))
+
+    async def _ship(self, producer: AIOKafkaProducer, dest: tuple[str, int], batch: _Open) -> None:
+        """Send one batch; every input partition with outputs in it tracks its future. A batch the
+        client would not even queue becomes a failed future, so each of them is rebuilt (and none
+        commits past it) through the same path as a batch the broker refused."""
+        builder = batch.builder
+        builder.close()  # complete: the client sends it without lingering
+        records = builder.record_count()
+        try:
+            fut: asyncio.Future[Any] = await producer.send_batch(builder, dest[0], partition=dest[1])
+        except Exception as err:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(err)
+        first = True
+        for owner in batch.owners:
+            self._track(owner).add(fut, records, acks=first)
+            first = False
+
+    async def _ship_all(self, producer: AIOKafkaProducer, open_batches: dict[tuple[str, int], _Open]) -> None:
+        while open_batches:
+            dest = next(iter(open_batches))
+            await self._ship(producer, dest, open_batches.pop(dest))
+
+    async def _send_all(
+        self, producer: AIOKafkaProducer, tp: TopicPartition, items: list[Emitted], arrival: float | None
+    ) -> None:
+        """One call's outputs, batched and sent now (exactly-once: the partition's own producer)."""
+        open_batches: dict[tuple[str, int], _Open] = {}
+        await self._append(producer, tp, items, arrival, open_batches)
+        await self._ship_all(producer, open_batches)
+
+    async def flush(self) -> None:
+        """Send the batches `send` left open (at-least-once: shared by the input partitions of one
+        fetch, so that each output partition gets one batch per fetch, not one per input
+        partition: a second batch to a partition waits until the client has sent the first).
+        The sidecar calls it once per loop turn; a commit calls it first."""
+
+    @staticmethod
+    def _keyless_partition(producer: AIOKafkaProducer, topic: str, n: int) -> int:
+        available = producer.client.cluster.available_partitions_for_topic(topic)
+        return random.choice(sorted(available)) if available else random.randrange(n)
 
 
 class AtLeastOnce(Delivery):
@@ -303,6 +406,7 @@ class AtLeastOnce(Delivery):
         super().__init__(settings, group, checkpoints, metrics)
         self._producer: AIOKafkaProducer | None = None
         self._poisoned = False
+        self._open: dict[tuple[str, int], _Open] = {}  # filled by send, sent by flush
 
     def _refused_send(self, err: BaseException) -> None:
         # An idempotent producer whose batch was refused (too large, ...) has spent sequence numbers
@@ -315,6 +419,10 @@ class AtLeastOnce(Delivery):
         """The partition is rebuilt; a producer poisoned by a refused send is replaced first (its
         other partitions' outstanding sends are flushed by its stop, or fail and rebuild too)."""
         await super().close_partition(tp)
+        for dest, batch in list(self._open.items()):  # its outputs are produced again by the rebuild
+            batch.owners.pop(tp, None)
+            if not batch.owners:
+                del self._open[dest]
         if self._poisoned and self._producer is not None:
             self._poisoned = False
             old, self._producer = self._producer, None
@@ -322,6 +430,10 @@ class AtLeastOnce(Delivery):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(old.stop(), self.settings.request_timeout_ms / 1000)
             await self.start()
+
+    async def flush(self) -> None:
+        if self._producer is not None:
+            await self._ship_all(self._producer, self._open)
 
     async def start(self) -> None:
         if self._producer is None:
@@ -334,6 +446,7 @@ class AtLeastOnce(Delivery):
             self._producer = producer
 
     async def stop(self) -> None:
+        self._open.clear()  # not committed: replayed by the next owner
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.stop()
@@ -341,7 +454,7 @@ class AtLeastOnce(Delivery):
     async def send(self, tp: TopicPartition, items: list[Emitted], arrival: float | None) -> None:
         assert self._producer is not None
         try:
-            await self._send_all(self._producer, tp, items, arrival)
+            await self._append(self._producer, tp, items, arrival, self._open)
         except Exception as err:
             self.metrics.observe_produce_error()
             raise _failure(err, f"deliver {tp_key(tp)}") from err
@@ -350,6 +463,7 @@ class AtLeastOnce(Delivery):
         self, consumer: AIOKafkaConsumer, commits: dict[TopicPartition, Checkpoint]
     ) -> dict[TopicPartition, SidecarError]:
         assert self._producer is not None
+        await self.flush()
         failed: dict[TopicPartition, SidecarError] = {}
 
         async def durable(tp: TopicPartition, cp: Checkpoint) -> None:

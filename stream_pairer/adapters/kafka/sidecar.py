@@ -369,6 +369,8 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                 await self._reset_refused()
                 if ticks.due(time.monotonic()):
                     await self._tick(consumer, wall_ms)
+                if self._delivery is not None:
+                    await self._delivery.flush()  # this turn's output batches (delivery.py)
                 if commits is None or commits.due(time.monotonic()):
                     await self._commit_unless_stopping(consumer)
                 self._update_gauges(consumer)
