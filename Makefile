@@ -12,9 +12,9 @@ ENGINE_RECORDS ?= 300000
 SOAK_SECONDS ?= 600
 LATENCY_SECONDS ?= 60
 
-.PHONY: bench bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native
+.PHONY: bench bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native bench-output-size
 
-bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak
+bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak bench-output-size
 
 bench-deps:
 	$(PYTHON) -m pip install -q -e '.[dev,bench]'
@@ -31,6 +31,10 @@ bench-engine:
 bench-native:
 	$(PYTHON) bench/native_bench.py --conversations 1000 100000 --records $(ENGINE_RECORDS) --repeat $(REPEAT)
 	$(PYTHON) bench/native_bench.py --conversations 1000000 --records $(ENGINE_RECORDS) --repeat $(REPEAT) --variants orjson native
+
+# Issue 15, item 4: output bytes per input byte for each --raw mode (README, Output size).
+bench-output-size:
+	$(PYTHON) bench/output_size.py
 
 # Where the engine's time goes: stage costs and a pyinstrument tree (bench/results/engine_profile_K*.txt).
 bench-profile:

@@ -8,6 +8,9 @@ Runners, each reading the same records from a fresh multi-partition input topic:
   aiokafka-1mib   the at-least-once passthrough with 1 MiB producer batches instead of aiokafka's 16 KiB
                   (the sidecar's own producer setting since kafka_io.MAX_BATCH_BYTES)
   aiokafka-eos-1mib  the exactly-once passthrough with 1 MiB producer batches
+  aiokafka-batch  the at-least-once passthrough with create_batch/send_batch per output partition
+                  (the client's fastest Python path: issue 15's reference for the sidecar)
+  aiokafka-eos-batch  the same with a transaction per batch
   sidecar         stream-pairer run (at-least-once)
   sidecar-eos     stream-pairer run --exactly-once
   quix            the pairing job written in Quix Streams (bench/peers/quix_pairer.py)
@@ -72,7 +75,7 @@ def plan_kcat(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace)
     return Plan([f"{consume} | {produce}"], out, n, [out])
 
 
-def plan_aiokafka(eos: bool, batch_bytes: int = 16384) -> Callable[..., Plan]:
+def plan_aiokafka(eos: bool, batch_bytes: int = 16384, send_batch: bool = False) -> Callable[..., Plan]:
     def plan(b: str, t: str, p: int, n: int, pairs: int, a: argparse.Namespace) -> Plan:  # noqa: PLR0917
         out = f"{t}.passthrough"
         cmd = [
@@ -91,6 +94,8 @@ def plan_aiokafka(eos: bool, batch_bytes: int = 16384) -> Callable[..., Plan]:
         ]
         if eos:
             cmd.append("--exactly-once")
+        if send_batch:
+            cmd.append("--send-batch")
         return Plan([cmd] * (a.processes or 1), out, n, [out])
 
     return plan
@@ -152,6 +157,9 @@ RUNNERS: dict[str, Callable[..., Plan]] = {
     "aiokafka-eos": plan_aiokafka(True),
     "aiokafka-1mib": plan_aiokafka(False, 1 << 20),
     "aiokafka-eos-1mib": plan_aiokafka(True, 1 << 20),
+    # 1 MiB batches: the sidecar's producer setting, so the reference differs from it only in work
+    "aiokafka-batch": plan_aiokafka(False, 1 << 20, send_batch=True),
+    "aiokafka-eos-batch": plan_aiokafka(True, 1 << 20, send_batch=True),
     "sidecar": plan_sidecar(False),
     "sidecar-eos": plan_sidecar(True),
     "quix": plan_quix(False),
@@ -282,12 +290,39 @@ def summary(rows: list[dict[str, Any]]) -> None:
     for (name, parts), rate in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ratios = []
         eos = name.endswith("-eos") or name.endswith("-eos-1mib")
-        refs = ("aiokafka-eos", "aiokafka-eos-1mib") if eos else ("aiokafka", "aiokafka-1mib")
+        refs = (
+            ("aiokafka-eos", "aiokafka-eos-1mib", "aiokafka-eos-batch")
+            if eos
+            else ("aiokafka", "aiokafka-1mib", "aiokafka-batch")
+        )
         for ref in (*refs, "kcat"):
             base = best.get((ref, parts))
             if base and name != ref:
                 ratios.append(f"{rate / base:.2f} of {ref}")
         print(f"  P={parts} {name:17s} {common.fmt_rate(rate):>10s}  {', '.join(ratios)}")
+    targets(best)
+
+
+# Issue 15's end-to-end targets: (what, numerator runner, denominator runner, at least).
+TARGETS = (
+    ("sidecar / aiokafka send_batch passthrough, at-least-once", "sidecar", "aiokafka-batch", 0.5),
+    ("sidecar-eos / sidecar (exactly-once vs at-least-once)", "sidecar-eos", "sidecar", 0.7),
+    ("sidecar / Quix Streams peer, at-least-once", "sidecar", "quix", 3.0),
+    ("sidecar-eos / Quix Streams peer, exactly-once", "sidecar-eos", "quix-eos", 3.0),
+)
+
+
+def targets(best: dict[tuple[str, int], float]) -> None:
+    """The issue's ratios, each from rates of this one run (a missing runner: not measured)."""
+    print("\nissue 15 targets (ratios of steady rates in this run):")
+    for parts in sorted({p for _, p in best}):
+        for what, num, den, goal in TARGETS:
+            a, b = best.get((num, parts)), best.get((den, parts))
+            if not a or not b:
+                continue
+            ratio = a / b
+            verdict = "met" if ratio >= goal else f"MISSED by {goal - ratio:.2f}"
+            print(f"  P={parts} {what}: {ratio:.2f} (target >= {goal}) {verdict}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ to the orjson round trip and, for `native`, which share of records the fast path
     python bench/native_bench.py --conversations 1000 --records 200000 --repeat 5
     python bench/native_bench.py --canonical-only                  # only the canonical records
     python bench/native_bench.py --conversations 100000 --memory   # RSS per open conversation
+    python bench/native_bench.py --conversations 1000 --raw omit   # the lean output shape (--raw)
+    python bench/native_bench.py --variants orjson native routed partition-python partition-native
+        # + routed outputs (the sidecar's shape) and a whole Kafka partition (stream/partition.py)
 
 It prints figures; it asserts nothing about speed.
 """
@@ -27,8 +30,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -37,10 +41,18 @@ import datagen
 from engine_bench import engine_config
 
 from stream_pairer.core import native
-from stream_pairer.core.engine import Engine
+from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.engines import make_pipeline
 from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.vocab import DEFAULT_RAW_MODE, RawMode
+from stream_pairer.stream.partition import OutputTopics, PartitionState
 
 Records = list[tuple[bytes, bytes]]
+RAW = [DEFAULT_RAW_MODE]  # --raw: the output shape both pipelines write
+
+
+def _config(k: int, dt: float) -> EngineConfig:
+    return replace(engine_config(k, dt), raw=RAW[0])
 
 
 def _orjson(_k: int, _dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
@@ -53,7 +65,7 @@ def _orjson(_k: int, _dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
 
 
 def _python(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
-    feed = Pipeline(Engine(engine_config(k, dt))).feed
+    feed = Pipeline(Engine(_config(k, dt))).feed
     dumps = orjson.dumps
 
     def step(raw: bytes, src: dict[str, Any], key: str) -> int:
@@ -69,7 +81,7 @@ NATIVE: list[native.NativePipeline] = []
 
 
 def _native(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
-    pipe = native.NativePipeline(engine_config(k, dt))
+    pipe = native.NativePipeline(_config(k, dt))
     NATIVE[:] = [pipe]
     feed = pipe.feed
 
@@ -82,7 +94,57 @@ def _native(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
     return step
 
 
-VARIANTS = {"orjson": _orjson, "python": _python, "native": _native}
+def _routed(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
+    """The sidecar's shape: each output with its kind, key and OutputMeta (`routed=True`)."""
+    pipe = native.NativePipeline(_config(k, dt), routed=True)
+    feed = pipe.feed
+
+    def step(raw: bytes, src: dict[str, Any], key: str) -> int:
+        n = 0
+        for b, _kind, _cid, _meta in feed(raw, src, key=key):
+            n += len(b)
+        return n
+
+    return step
+
+
+def _partition(engine: str) -> Callable[[int, float], Callable[[bytes, dict[str, Any], str], int]]:
+    """A whole Kafka partition (stream/partition.py: routing, commit bookkeeping) on `engine`,
+    one fetched record at a time; the Python engine's outputs are encoded as the sidecar does."""
+
+    def make(k: int, dt: float) -> Callable[[bytes, dict[str, Any], str], int]:
+        pipe = make_pipeline(engine, _config(k, dt), routed=True)  # type: ignore[arg-type]
+        state = PartitionState("bench", 0, pipe, OutputTopics.for_input("bench"), start_offset=None)
+        dumps = orjson.dumps
+
+        def step(raw: bytes, src: dict[str, Any], key: str) -> int:
+            msg = _Msg(src["offset"], key.encode(), raw, 0)
+            n = 0
+            for e in state.feed([msg], 0.0):
+                n += len(e.record) if isinstance(e.record, bytes) else len(dumps(e.record))
+            return n
+
+        return step
+
+    return make
+
+
+class _Msg(NamedTuple):
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+VARIANTS = {
+    "orjson": _orjson,
+    "python": _python,
+    "native": _native,
+    "routed": _routed,
+    "partition-python": _partition("python"),
+    "partition-native": _partition("native"),
+}
 
 
 def run(step: Callable[[bytes, dict[str, Any], str], int], recs: Records, offset0: int) -> float:
@@ -134,7 +196,7 @@ def memory(k: int, args: argparse.Namespace) -> None:
     ds = datagen.generate(k, 1000, seed=args.seed, dt_ms=args.dt_ms)
     gc.collect()
     before = _rss_mib()
-    pipe = native.NativePipeline(engine_config(k, args.dt_ms))
+    pipe = native.NativePipeline(_config(k, args.dt_ms))
     for i, (key, raw) in enumerate(ds.warmup):
         pipe.feed(raw, {"topic": "bench", "partition": 0, "offset": i}, key=key.decode())
     gc.collect()
@@ -154,10 +216,15 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--dt-ms", type=float, default=1.0)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument("--variants", nargs="+", default=["orjson", "python", "native"], choices=list(VARIANTS))
     p.add_argument("--canonical-only", action="store_true", help="keep only canonical records")
     p.add_argument("--memory", action="store_true", help="only the compiled core's RSS per conversation")
+    modes = [m.value for m in RawMode]
+    p.add_argument(
+        "--raw", choices=modes, default=DEFAULT_RAW_MODE.value, help="output shape (README, Output size)"
+    )
     args = p.parse_args()
+    RAW[0] = RawMode(args.raw)
     if "native" in args.variants and not native.available():
         print("stream_pairer._native is not built: maturin develop --release (README)", file=sys.stderr)
         return 2

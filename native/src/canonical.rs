@@ -396,6 +396,7 @@ impl Part<'_> {
             side.extend_from_slice(b",\"is_error\":");
             side.extend_from_slice(self.is_error);
         }
+        let raw_at = side.len();
         side.extend_from_slice(b",\"raw\":");
         side.extend_from_slice(self.block);
         side.push(b'}');
@@ -408,6 +409,7 @@ impl Part<'_> {
             size,
             block: index,
             side,
+            raw_at,
             source: source.to_vec(),
             format: std::str::from_utf8(self.format).unwrap_or(""),
         }

@@ -48,9 +48,23 @@ pub struct Event {
     pub size: usize,
     pub block: i64,
     pub side: Vec<u8>,
+    /// Where `,"raw":` starts in `side`: `without_raw` cuts the side there (`--raw`).
+    pub raw_at: usize,
     pub source: Vec<u8>,
     /// The fast path's format name (for the events-by-format count); "" from `process`.
     pub format: &'static str,
+}
+
+impl Event {
+    /// Drop the side's `raw` (`ToolEvent.to_side(with_raw=False)`): what `--raw call|omit` asks for.
+    pub fn without_raw(&mut self) {
+        if self.raw_at < self.side.len() {
+            self.side.truncate(self.raw_at);
+            self.side.push(b'}');
+            self.side.shrink_to_fit(); // a held call must not keep the raw block's room
+            self.raw_at = self.side.len();
+        }
+    }
 }
 
 /// `state.Held`: `ts_ms` None when no event time is known (then on no event-time timer),
@@ -61,6 +75,9 @@ struct Held {
     deadline_ms: f64,
     p_deadline_ms: f64,
     conv: usize,
+    /// The input offset the event was consumed at (`Engine::current_offset` when it was held):
+    /// what the sidecar's commit rule and checkpoint read of held events.
+    offset: Option<i64>,
 }
 
 impl Held {
@@ -71,6 +88,7 @@ impl Held {
             deadline_ms: f64::INFINITY,
             p_deadline_ms: f64::INFINITY,
             conv,
+            offset: None,
         }
     }
 }
@@ -191,17 +209,36 @@ impl HeldMap {
     }
 }
 
-/// What one entry point emitted: the encoded records back to back in `buf`, each ending at `ends[i]`.
+/// What routing and metrics need of one output record (Python's `OutputMeta` plus the
+/// conversation id, the output key), kept beside the encoded record when `Out::with_meta` is set,
+/// so the sidecar never decodes what the core encoded. `label` is the pair's `match` or the
+/// orphan's `reason`; `outcome`/`failure` stay None until failure tagging is ported.
+pub struct Meta {
+    pub kind: &'static str,
+    pub label: String,
+    pub fifo_by: Option<String>,
+    pub conversation_id: String,
+    pub tool: Option<String>,
+    pub outcome: Option<String>,
+    pub failure: Option<String>,
+    pub latency_ms: Option<f64>,
+}
+
+/// What one entry point emitted: the encoded records back to back in `buf`, each ending at `ends[i]`
+/// (and, with `with_meta`, each one's `Meta` in `metas[i]`).
 #[derive(Default)]
 pub struct Out {
     pub buf: Vec<u8>,
     pub ends: Vec<usize>,
+    pub metas: Vec<Meta>,
+    pub with_meta: bool,
 }
 
 impl Out {
     pub fn clear(&mut self) {
         self.buf.clear();
         self.ends.clear();
+        self.metas.clear();
     }
     /// The encoded records, in order.
     pub fn records(&self) -> impl Iterator<Item = &[u8]> {
@@ -243,6 +280,14 @@ pub struct Engine {
     /// Output records by Summary label: "pair:id", "pair:fifo:name", "orphan_call:timeout", ...
     pub counts: IndexMap<String, u64>,
     label: String,
+    /// Each eviction as it happened, (events, limit), for the pipeline's observer (the Python
+    /// engine's `on_evict` calls); drained by the caller, kept only while `log_evictions`.
+    pub evict_log: Vec<(u64, &'static str)>,
+    pub log_evictions: bool,
+    /// The input offset of the record being processed (set by the caller), stored with what it holds.
+    pub current_offset: Option<i64>,
+    /// Conversation clocks from a checkpoint, applied when the conversation is first seen again.
+    restored_clocks: HashMap<String, f64>,
 }
 
 impl Engine {
@@ -269,6 +314,10 @@ impl Engine {
             evictions: IndexMap::default(),
             counts: IndexMap::default(),
             label: String::new(),
+            evict_log: Vec::new(),
+            log_evictions: false,
+            current_offset: None,
+            restored_clocks: HashMap::default(),
         }
     }
 
@@ -309,10 +358,72 @@ impl Engine {
                 self.emit_orphan_seq(seq, r, out);
             }
         }
+        self.restored_clocks = HashMap::default();
         self.clear_convs();
     }
 
+    /// engine.py `restore_clock`: a checkpointed conversation clock, set before its held events
+    /// are replayed; fires nothing.
+    pub fn restore_clock(&mut self, cid: &str, clock_ms: f64) {
+        if let Some(&i) = self.by_id.get(cid) {
+            let c = self.conv_mut(i);
+            c.clock_ms = c.clock_ms.max(clock_ms);
+        } else {
+            let e = self
+                .restored_clocks
+                .entry(cid.to_owned())
+                .or_insert(f64::NEG_INFINITY);
+            *e = e.max(clock_ms);
+        }
+    }
+
+    pub fn end_restore(&mut self) {
+        self.restored_clocks = HashMap::default();
+    }
+
+    /// The oldest held event's input offset (None: nothing held, or held without an offset).
+    pub fn oldest_held_offset(&mut self) -> Option<Option<i64>> {
+        let seq = self.held.oldest()?;
+        Some(self.held.get(&seq).and_then(|h| h.offset))
+    }
+
+    /// (offset, block) of every held event, oldest first.
+    pub fn held_positions(&self) -> Vec<(Option<i64>, i64)> {
+        self.held
+            .seqs()
+            .filter_map(|s| self.held.get(&s))
+            .map(|h| (h.offset, h.ev.block))
+            .collect()
+    }
+
+    /// engine.py `held_clocks`, as (offset, block, clock) of each conversation's first held event.
+    pub fn held_clocks(&self) -> Vec<(Option<i64>, i64, f64)> {
+        let mut first: IndexMap<usize, (Option<i64>, i64)> = IndexMap::default();
+        let mut rebuilt: BTreeSet<usize> = BTreeSet::new();
+        for s in self.held.seqs() {
+            let Some(h) = self.held.get(&s) else { continue };
+            first.entry(h.conv).or_insert((h.offset, h.ev.block));
+            if h.ts_ms == Some(self.conv(h.conv).clock_ms) {
+                rebuilt.insert(h.conv);
+            }
+        }
+        first
+            .into_iter()
+            .filter(|(c, _)| !rebuilt.contains(c))
+            .map(|(c, (o, b))| (o, b, self.conv(c).clock_ms))
+            .filter(|(_, _, clock)| *clock != f64::NEG_INFINITY)
+            .collect()
+    }
+
+    fn evicted(&mut self, n: u64, limit: &'static str) {
+        *self.evictions.entry(limit).or_insert(0) += n;
+        if self.log_evictions {
+            self.evict_log.push((n, limit));
+        }
+    }
+
     pub fn discard(&mut self) -> usize {
+        self.restored_clocks = HashMap::default();
         let n = self.held.len();
         self.held.clear();
         self.clear_convs();
@@ -385,7 +496,7 @@ impl Engine {
             }
         }
         if self.conv(conv).open_calls.len() >= self.cfg.max_calls_per_conversation {
-            *self.evictions.entry("calls_per_conversation").or_insert(0) += 1;
+            self.evicted(1, "calls_per_conversation");
             let first = *self.conv(conv).open_calls.iter().next().unwrap();
             self.emit_orphan_seq(first, "evicted", out);
         }
@@ -575,7 +686,13 @@ impl Engine {
                     pending: IndexMap::default(),
                     closed: IndexMap::default(),
                     early: BTreeSet::new(),
-                    clock_ms: f64::NEG_INFINITY,
+                    clock_ms: if self.restored_clocks.is_empty() {
+                        f64::NEG_INFINITY
+                    } else {
+                        self.restored_clocks
+                            .remove(cid)
+                            .unwrap_or(f64::NEG_INFINITY)
+                    },
                     timers: BinaryHeap::new(),
                     last_p_ms: f64::NEG_INFINITY,
                     prev: NIL,
@@ -607,7 +724,7 @@ impl Engine {
         let mut seqs = self.conv(i).held_seqs();
         seqs.sort_unstable();
         if !seqs.is_empty() {
-            *self.evictions.entry("conversations").or_insert(0) += seqs.len() as u64;
+            self.evicted(seqs.len() as u64, "conversations");
         }
         for s in seqs {
             self.emit_orphan_seq(s, "evicted", out);
@@ -634,6 +751,7 @@ impl Engine {
                 deadline_ms: deadline,
                 p_deadline_ms: p_deadline,
                 conv,
+                offset: self.current_offset,
             },
         );
         if deadline != f64::INFINITY {
@@ -748,7 +866,7 @@ impl Engine {
             let Some(first) = self.held.oldest() else {
                 break;
             };
-            *self.evictions.entry("held_bytes").or_insert(0) += 1;
+            self.evicted(1, "held_bytes");
             self.emit_orphan_seq(first, "evicted", out);
         }
         // Nothing held and still over: forget the least recently used idle conversations' ids.
@@ -901,6 +1019,21 @@ impl Engine {
         }
         r.push(b'}');
         out.end_record();
+        if out.with_meta {
+            out.metas.push(Meta {
+                kind: "pair",
+                label: how.to_owned(),
+                fifo_by: fifo_by.map(str::to_owned),
+                conversation_id: cid.clone(),
+                tool: cev.name.clone().or_else(|| rev.name.clone()),
+                outcome: None,
+                failure: None,
+                latency_ms: match (cev.ts_ms, rev.ts_ms) {
+                    (Some(a), Some(b)) => Some(b - a),
+                    _ => None,
+                },
+            });
+        }
         let mut label = std::mem::take(&mut self.label);
         label.clear();
         label.push_str("pair:");
@@ -950,6 +1083,18 @@ impl Engine {
         r.extend_from_slice(&ev.source);
         r.push(b'}');
         out.end_record();
+        if out.with_meta {
+            out.metas.push(Meta {
+                kind,
+                label: reason.to_owned(),
+                fifo_by: None,
+                conversation_id: self.conv(h.conv).cid.clone(),
+                tool: ev.name.clone(),
+                outcome: None,
+                failure: None,
+                latency_ms: None,
+            });
+        }
         let mut label = std::mem::take(&mut self.label);
         label.clear();
         label.push_str(kind);

@@ -14,7 +14,8 @@ mod scan;
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use canonical::FormatCfg;
 use engine::{Config, Engine, Event, Out};
@@ -30,8 +31,32 @@ struct Core {
     /// Reused between calls: one buffer for all output records of a call.
     out: Out,
     records: u64,
+    /// Whether call / result sides carry `raw` (`EngineConfig.raw`, decided by vocab.RawMode).
+    raw_sides: (bool, bool),
     fallback: Option<PyObject>,
     dumps: PyObject,
+    /// `OutputMeta` (core/model.py) when routed (`set_routing`): each output is then returned as
+    /// `(record bytes, kind, conversation id, OutputMeta)`, so the sidecar never decodes it.
+    meta_cls: Option<PyObject>,
+    /// The PipelineObserver's bound methods (`set_observer`): records read, evictions.
+    on_read: Option<PyObject>,
+    on_evict: Option<PyObject>,
+    /// The pipeline's RecordInfo, and whether the Python path left anything in it: a record read
+    /// here carries no markers (no events means the Python path), so it only has to be cleared.
+    info: Option<PyObject>,
+    #[pyo3(get, set)]
+    info_dirty: bool,
+}
+
+/// The offset a record was consumed at: `source["via"]["offset"]` under --repartition, else
+/// `source["offset"]` (None for sources without one: file lines).
+fn consumed_offset(source: &Bound<'_, PyAny>) -> Option<i64> {
+    let d = source.downcast::<PyDict>().ok()?;
+    let at = match d.get_item("via").ok().flatten() {
+        Some(via) if !via.is_none() => via.downcast_into::<PyDict>().ok()?,
+        _ => d.clone(),
+    };
+    at.get_item("offset").ok().flatten()?.extract::<i64>().ok()
 }
 
 fn to_list<'py>(py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
@@ -56,6 +81,50 @@ fn counter<'py, K: AsRef<str>, S>(
 }
 
 impl Core {
+    /// The outputs of one entry point for Python: bytes, or routed tuples (see `meta_cls`).
+    fn emit<'py>(&self, py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
+        let Some(cls) = &self.meta_cls else {
+            return to_list(py, out);
+        };
+        let cls = cls.bind(py);
+        let mut items = Vec::with_capacity(out.ends.len());
+        for (rec, m) in out.records().zip(out.metas.iter()) {
+            let meta = cls.call1((
+                m.kind,
+                m.label.as_str(),
+                m.fifo_by.as_deref(),
+                m.tool.as_deref(),
+                m.outcome.as_deref(),
+                m.failure.as_deref(),
+                m.latency_ms,
+            ))?;
+            items.push(PyTuple::new(
+                py,
+                [
+                    PyBytes::new(py, rec).into_any(),
+                    PyString::new(py, m.kind).into_any(),
+                    PyString::new(py, &m.conversation_id).into_any(),
+                    meta,
+                ],
+            )?);
+        }
+        PyList::new(py, items)
+    }
+
+    /// Tells the observer of the evictions logged since the last call, in order.
+    fn report_evictions(&mut self, py: Python<'_>) -> PyResult<()> {
+        if self.engine.evict_log.is_empty() {
+            return Ok(());
+        }
+        let log = std::mem::take(&mut self.engine.evict_log);
+        if let Some(f) = &self.on_evict {
+            for (n, limit) in log {
+                f.bind(py).call1((n, limit))?;
+            }
+        }
+        Ok(())
+    }
+
     /// The source dict as orjson encodes it: written here for the usual lineage dicts (string
     /// keys, string or integer values), by orjson.dumps for anything else.
     fn encode_source(&self, source: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
@@ -94,6 +163,14 @@ impl Core {
         Ok(encoded.downcast::<PyBytes>()?.as_bytes().to_vec())
     }
 
+    fn keeps_raw(&self, is_call: bool) -> bool {
+        if is_call {
+            self.raw_sides.0
+        } else {
+            self.raw_sides.1
+        }
+    }
+
     fn count_event(&mut self, is_call: bool, format: &str) {
         *self
             .events
@@ -113,7 +190,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
         max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
-        conversation_fields, max_record_bytes, held_cost, max_id_bytes=1024))]
+        conversation_fields, max_record_bytes, held_cost, max_id_bytes=1024, raw_sides=(true, true)))]
     fn new(
         call_timeout_ms: f64,
         result_grace_ms: f64,
@@ -127,6 +204,7 @@ impl Core {
         max_record_bytes: usize,
         held_cost: (f64, i64),
         max_id_bytes: usize,
+        raw_sides: (bool, bool),
         py: Python<'_>,
     ) -> PyResult<Self> {
         let dumps = py.import("orjson")?.getattr("dumps")?.unbind();
@@ -162,8 +240,14 @@ impl Core {
             events_by_format: IndexMap::new(),
             out: Out::default(),
             records: 0,
+            raw_sides,
             fallback: None,
             dumps,
+            meta_cls: None,
+            on_read: None,
+            on_evict: None,
+            info: None,
+            info_dirty: false,
         })
     }
 
@@ -171,18 +255,43 @@ impl Core {
     /// A record the fast path does not read is counted in `fallthrough` by reason and passed,
     /// with its encoded source, to the fallback set by `set_fallback` (the Python format layer),
     /// whose result is returned. The whole call runs here: no Python frame on the fast path.
-    #[pyo3(signature = (raw, source, *, key=None, arrival_ms=None))]
+    ///
+    /// `replay_blocks` / `replay_clocks` are `Pipeline.feed`'s replay mode (a checkpointed
+    /// rebuild): only the events at those blocks are processed again, each after its
+    /// conversation's checkpointed clock is restored, and nothing about the input is counted.
+    #[pyo3(signature = (raw, source, *, key=None, arrival_ms=None, replay_blocks=None, replay_clocks=None))]
+    #[allow(clippy::too_many_arguments)]
     fn feed<'py>(
         slf: &Bound<'py, Self>,
         raw: &[u8],
         source: &Bound<'py, PyAny>,
         key: Option<&str>,
         arrival_ms: Option<f64>,
+        replay_blocks: Option<Bound<'py, PyAny>>,
+        replay_clocks: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
+        let replay = match &replay_blocks {
+            Some(b) if !b.is_none() => {
+                let blocks: FxHashSet<i64> = b.extract()?;
+                let clocks: FxHashMap<i64, f64> = match &replay_clocks {
+                    Some(c) if !c.is_none() => c.extract()?,
+                    _ => FxHashMap::default(),
+                };
+                Some((blocks, clocks))
+            }
+            _ => None,
+        };
         let (reason, src) = {
             let mut me = slf.borrow_mut();
-            me.records += 1;
+            if replay.is_none() {
+                me.records += 1;
+            }
+            me.engine.current_offset = if me.meta_cls.is_some() {
+                consumed_offset(source)
+            } else {
+                None
+            };
             let src = me.encode_source(source)?;
             // An id, tool name or conversation id over --max-id-bytes is the Python layer's dead
             // letter (formats._check_id_lengths): hand such a record over rather than re-word it.
@@ -201,15 +310,51 @@ impl Core {
             });
             match parsed {
                 Ok(events) => {
-                    me.fast_records += 1;
+                    if me.info_dirty {
+                        if let Some(info) = &me.info {
+                            info.bind(py).call_method0("clear")?;
+                        }
+                        me.info_dirty = false;
+                    }
                     let mut out = std::mem::take(&mut me.out);
                     out.clear();
-                    for ev in events {
-                        me.count_event(ev.is_call, ev.format);
-                        me.engine.process(ev, arrival_ms, &mut out);
+                    let (mut calls, mut results, mut fmt) = (0usize, 0usize, "");
+                    if let Some((blocks, clocks)) = &replay {
+                        for mut ev in events {
+                            if blocks.contains(&ev.block) {
+                                if !me.keeps_raw(ev.is_call) {
+                                    ev.without_raw();
+                                }
+                                if let Some(&c) = clocks.get(&ev.block) {
+                                    me.engine.restore_clock(&ev.conversation_id, c);
+                                }
+                                me.engine.process(ev, arrival_ms, &mut out);
+                            }
+                        }
+                    } else {
+                        me.fast_records += 1;
+                        for mut ev in events {
+                            if !me.keeps_raw(ev.is_call) {
+                                ev.without_raw();
+                            }
+                            me.count_event(ev.is_call, ev.format);
+                            if ev.is_call {
+                                calls += 1;
+                            } else {
+                                results += 1;
+                            }
+                            fmt = ev.format;
+                            me.engine.process(ev, arrival_ms, &mut out);
+                        }
                     }
-                    let list = to_list(py, &out);
+                    let list = me.emit(py, &out);
                     me.out = out;
+                    me.report_evictions(py)?;
+                    if replay.is_none() {
+                        if let Some(f) = &me.on_read {
+                            f.bind(py).call1((fmt, calls, results))?;
+                        }
+                    }
                     return Ok(list?.into_any());
                 }
                 Err(reason) => (reason, src),
@@ -217,7 +362,9 @@ impl Core {
         };
         let fallback = {
             let mut me = slf.borrow_mut();
-            *me.fallthrough.entry(reason).or_insert(0) += 1;
+            if replay.is_none() {
+                *me.fallthrough.entry(reason).or_insert(0) += 1;
+            }
             me.fallback.as_ref().map(|f| f.clone_ref(py))
         };
         match fallback {
@@ -227,6 +374,8 @@ impl Core {
                 key,
                 arrival_ms,
                 PyBytes::new(py, &src),
+                replay_blocks,
+                replay_clocks,
             )),
             None => Err(pyo3::exceptions::PyRuntimeError::new_err(
                 "no fallback set for records the fast path does not read",
@@ -234,16 +383,65 @@ impl Core {
         }
     }
 
-    /// The callable for records the fast path does not read:
-    /// `fallback(raw, source, key, arrival_ms, encoded_source) -> list[bytes]`.
+    /// The callable for records the fast path does not read: `fallback(raw, source, key,
+    /// arrival_ms, encoded_source, replay_blocks, replay_clocks) -> list` (what `feed` returns).
     fn set_fallback(&mut self, fallback: PyObject) {
         self.fallback = Some(fallback);
     }
 
-    /// One event read by the Python format layer; payload, raw block and source come encoded.
+    /// Routed outputs: every entry point returns `(bytes, kind, conversation id, meta_cls(...))`
+    /// per output, and held events keep their consumed offset for the commit rule.
+    fn set_routing(&mut self, meta_cls: PyObject) {
+        self.meta_cls = Some(meta_cls);
+        self.out.with_meta = true;
+    }
+
+    /// A PipelineObserver: told of each record the fast path reads and of each eviction.
+    fn set_observer(&mut self, observer: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.on_read = Some(observer.getattr("observe_record_read")?.unbind());
+        self.on_evict = Some(observer.getattr("observe_eviction")?.unbind());
+        self.engine.log_evictions = true;
+        Ok(())
+    }
+
+    /// The RecordInfo the Python path fills; the fast path clears it when `info_dirty`.
+    fn set_info(&mut self, info: PyObject) {
+        self.info = Some(info);
+    }
+
+    /// Evictions logged since the last call, (events, limit), oldest first (the Python path).
+    fn take_evictions(&mut self) -> Vec<(u64, &'static str)> {
+        std::mem::take(&mut self.engine.evict_log)
+    }
+
+    fn restore_clock(&mut self, conversation_id: &str, clock_ms: f64) {
+        self.engine.restore_clock(conversation_id, clock_ms);
+    }
+
+    fn end_restore(&mut self) {
+        self.engine.end_restore();
+    }
+
+    /// The oldest held event's consumed offset (None: nothing held).
+    fn oldest_held_offset(&mut self) -> Option<Option<i64>> {
+        self.engine.oldest_held_offset()
+    }
+
+    /// (consumed offset, block) of every held event, oldest first.
+    fn held_positions(&self) -> Vec<(Option<i64>, i64)> {
+        self.engine.held_positions()
+    }
+
+    /// (consumed offset, block, clock): engine.py `held_clocks` by position.
+    fn held_clocks(&self) -> Vec<(Option<i64>, i64, f64)> {
+        self.engine.held_clocks()
+    }
+
+    /// One event read by the Python format layer; payload, raw block and source come encoded
+    /// (`raw` is ignored, and may be empty, on a side that does not keep it: `raw_sides`).
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (is_call, conversation_id, id, name, ts_ms, format, block, is_error, size,
-        payload, raw, source, arrival_ms=None))]
+        payload, raw, source, arrival_ms=None, count=true))]
     fn process<'py>(
         &mut self,
         py: Python<'py>,
@@ -260,6 +458,7 @@ impl Core {
         raw: &[u8],
         source: &[u8],
         arrival_ms: Option<f64>,
+        count: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut side = Vec::with_capacity(payload.len() + raw.len() + source.len() + 160);
         canonical::side_prefix(
@@ -283,10 +482,15 @@ impl Core {
                 Some(false) => b",\"is_error\":false",
             });
         }
-        side.extend_from_slice(b",\"raw\":");
-        side.extend_from_slice(raw);
+        let raw_at = side.len();
+        if self.keeps_raw(is_call) {
+            side.extend_from_slice(b",\"raw\":");
+            side.extend_from_slice(raw);
+        }
         side.push(b'}');
-        self.count_event(is_call, format);
+        if count {
+            self.count_event(is_call, format);
+        }
         let ev = Event {
             is_call,
             conversation_id,
@@ -296,13 +500,14 @@ impl Core {
             size,
             block,
             side,
+            raw_at,
             source: source.to_vec(),
             format: "",
         };
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.engine.process(ev, arrival_ms, &mut out);
-        let list = to_list(py, &out);
+        let list = self.emit(py, &out);
         self.out = out;
         list
     }
@@ -311,8 +516,9 @@ impl Core {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.engine.advance(now_ms, &mut out);
-        let list = to_list(py, &out);
+        let list = self.emit(py, &out);
         self.out = out;
+        self.report_evictions(py)?;
         list
     }
 
@@ -326,8 +532,9 @@ impl Core {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.engine.flush(reason, result_reason, &mut out);
-        let list = to_list(py, &out);
+        let list = self.emit(py, &out);
         self.out = out;
+        self.report_evictions(py)?;
         list
     }
 

@@ -15,8 +15,10 @@ from typing import Any, Final
 
 from stream_pairer.core import tagging
 from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.engines import ENGINE_CHOICES
 from stream_pairer.core.formats import DEFAULT_CONFIG as DEFAULT_FORMAT_CONFIG
 from stream_pairer.core.formats import FormatConfig
+from stream_pairer.core.vocab import RawMode
 from stream_pairer.errors import EnvOptionError
 
 ENV_PREFIX = "STREAM_PAIRER_"
@@ -164,6 +166,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("pairing and state limits")
     add_option(
         g,
+        "--engine",
+        default="auto",
+        choices=list(ENGINE_CHOICES),
+        help="pairing engine: native (the compiled core), python (the reference engine), or auto: "
+        "native when it is built and runs this configuration (failure tagging not ported yet), "
+        "else python; both give the same output records",
+    )
+    add_option(
+        g,
         "--call-timeout",
         type=positive_float,
         default=d.call_timeout_ms / 1000,
@@ -259,6 +270,17 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="a record whose conversation id, call id or tool name is longer is dead-lettered "
         "(too_large): ids are kept in memory after their events are emitted",
     )
+    o = parser.add_argument_group("output records")
+    add_option(
+        o,
+        "--raw",
+        choices=[m.value for m in RawMode],
+        default=d.raw.value,
+        help="which sides of pairs and orphans carry `raw`, the original block: all (every side), "
+        "call (call sides only: results, the large side, keep their content once), omit (none; "
+        "`source` still points at the input record). Dead letters always keep theirs. Output bytes "
+        "per input byte: README, Output size",
+    )
     t = parser.add_argument_group("failure tagging")
     add_option(
         t,
@@ -301,6 +323,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         max_calls_per_conversation=args.max_calls_per_conversation,
         max_held_bytes=args.max_held_bytes,
         max_closed_ids=args.max_closed_ids,
+        raw=RawMode(args.raw),
     )
 
 

@@ -56,7 +56,15 @@ import orjson
 from stream_pairer.core import vocab
 from stream_pairer.core.model import ToolEvent, format_ts
 from stream_pairer.core.state import Conversation, Held
-from stream_pairer.core.vocab import EvictionLimit, FifoBy, Match, OrphanReason, RecordKind
+from stream_pairer.core.vocab import (
+    DEFAULT_RAW_MODE,
+    EvictionLimit,
+    FifoBy,
+    Match,
+    OrphanReason,
+    RawMode,
+    RecordKind,
+)
 
 Record = vocab.Record  # here too, where most callers have always imported it from
 
@@ -134,8 +142,12 @@ class EngineConfig:
     # them grow to max_conversations x 256 entries (~160 B each: gigabytes at the defaults), the
     # RSS creep of BENCHMARKS.md part 4. ~0.2 KB each with the engine-wide index.
     max_closed_ids: int = 100_000
+    # Which output sides carry `raw` (the original block): vocab.RawMode says what each mode keeps.
+    # Output shape only: pairing, limits and held-bytes accounting are the same in every mode.
+    raw: RawMode = DEFAULT_RAW_MODE
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "raw", RawMode(self.raw))  # "call" given as a plain str is checked too
         for name in ("max_conversations", "max_calls_per_conversation", "max_held_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -192,6 +204,9 @@ class Engine:
         # Told of each eviction as it happens, (events, limit): how the pipeline reports evictions to
         # its observer (the sidecar's metrics) without diffing `evictions` afterwards.
         self.on_evict: Callable[[int, str], None] | None = None
+        # Whether call / result sides carry `raw` (EngineConfig.raw), read once per output record.
+        self._raw_call = self.config.raw.keeps(True)
+        self._raw_result = self.config.raw.keeps(False)
 
     # ------------------------------------------------------------------ entry points
 
@@ -648,8 +663,8 @@ class Engine:
             "fifo_by": fifo_by,
             "conversation_id": conv.conversation_id,
             "tool": cev.name if cev.name is not None else rev.name,
-            "call": cev.to_side(),
-            "result": rev.to_side(),
+            "call": cev.to_side(self._raw_call),
+            "result": rev.to_side(self._raw_result),
             "call_ts": format_ts(call.ts_ms),
             "result_ts": format_ts(result.ts_ms),
             "latency_ms": latency,
@@ -669,7 +684,7 @@ class Engine:
             "conversation_id": held.conv.conversation_id,
             "tool": ev.name,
             "ts": format_ts(held.ts_ms),
-            "event": ev.to_side(),
+            "event": ev.to_side(self._raw_call if ev.is_call else self._raw_result),
             "source": ev.source,
         }
         if self.tagger is not None:

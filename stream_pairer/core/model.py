@@ -14,7 +14,8 @@ Output record contract (JSON Schemas in `stream_pairer/schemas/`):
 * dead letter: kind="dead_letter", reason, detail, raw | raw_base64, raw_bytes, source
 
 A *side* is `ToolEvent.to_side()`: id, name, format, ts, source, block, plus `arguments` (call) or
-`content` + `is_error` (result), and `raw`, the original block as it was read.
+`content` + `is_error` (result), and `raw`, the original block as it was read (on the sides that
+`EngineConfig.raw`, a `vocab.RawMode`, keeps it on: by default all of them).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class ToolEvent:
     def is_call(self) -> bool:
         return self.type == CALL
 
-    def to_side(self) -> dict[str, Any]:
+    def to_side(self, with_raw: bool = True) -> dict[str, Any]:
+        """The event as an output side; `with_raw` False leaves `raw` out (see vocab.RawMode)."""
         side: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
@@ -85,7 +87,8 @@ class ToolEvent:
         else:
             side["content"] = self.payload
             side["is_error"] = self.is_error
-        side["raw"] = self.raw
+        if with_raw:
+            side["raw"] = self.raw
         return side
 
 

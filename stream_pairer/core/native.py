@@ -13,13 +13,16 @@ parse, anything that becomes a dead letter) goes through the Python format layer
 (`parse_record`) and its events into the same compiled state; `fallthrough` counts those records
 by reason.
 
+It satisfies what the adapters use of `Pipeline`: `info` and `reject` for the file reader,
+the PipelineObserver (the same calls, in the same order, as `Pipeline` makes), the replay mode of
+a checkpointed rebuild, and `StreamPipeline` (core/pipeline.py) for a Kafka partition. Built with
+`routed=True` (the sidecar), every output comes as `(bytes, kind, conversation id, OutputMeta)`
+so the partition routes and the metrics count it without decoding it.
+
 Limits of this version:
-* no `info`/`reject` for the file reader's session ids and oversize lines: the `pair` command
-  keeps the Python pipeline (wiring it in is the next step);
-* failure tagging is not ported: `NativePipeline` is for runs without a tagger;
+* failure tagging is not ported: `supports(tagger)` says whether a tagger can run here;
 * the time model is engine.py's (issue 11: a clock per conversation, processing time through
-  `advance`, id-less results held for the grace); checkpoint replay (`restore_clock`, replay mode)
-  is not ported, as the sidecar does not use this pipeline.
+  `advance`, id-less results held for the grace).
 
 Where the extension is not built (no Rust toolchain at install time), `available()` is False
 and callers use the Python `Pipeline`; nothing else changes.
@@ -28,7 +31,7 @@ and callers use the Python `Pipeline`; nothing else changes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -37,8 +40,17 @@ from stream_pairer.core import engine
 from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
-from stream_pairer.core.model import FormatError, Source, dead_letter
-from stream_pairer.core.pipeline import PipelineObserver, Summary
+from stream_pairer.core.model import (
+    CALL,
+    FormatError,
+    OutputMeta,
+    Source,
+    ToolEvent,
+    dead_letter,
+    output_meta,
+)
+from stream_pairer.core.pipeline import PipelineObserver, StateGauges, Summary
+from stream_pairer.core.vocab import Record
 from stream_pairer.errors import NativeUnavailable
 
 __all__ = ["NativePipeline", "NativeUnavailable", "available", "supports"]
@@ -72,6 +84,7 @@ class NativePipeline:
         *,
         tagger: Any = None,
         observer: PipelineObserver | None = None,
+        routed: bool = False,
     ):
         if _native is None:
             raise NativeUnavailable("stream_pairer._native is not built (see README, Compiled core)")
@@ -96,67 +109,220 @@ class NativePipeline:
             max_id_bytes=format_config.max_id_bytes,
             # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
             held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
+            # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
+            raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
         )
+        self._raw_sides = (cfg.raw.keeps(True), cfg.raw.keeps(False))
         self.core.set_fallback(self._python_path)
+        self.routed = routed
+        if routed:
+            self.core.set_routing(OutputMeta)
+        if observer is not None:
+            self.core.set_observer(observer)
         # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.
-        self.feed: Callable[..., list[bytes]] = self.core.feed
+        # Its outputs: bytes, or (bytes, kind, conversation id, OutputMeta) when routed.
+        self.feed: Callable[..., list[Any]] = self.core.feed
         self.dead_letters: Counter[str] = Counter()
         # What only the Python path counts (the fast path's shapes never skip or repeat a record).
         self._python_summary = Summary()
+        self._extra_records = 0  # rejected by the reader, dead-lettered by the adapter
         self.dedup = HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
-        self._info = RecordInfo()
+        # What the last record said besides its events (`Pipeline.info`). Only the Python path
+        # fills it: a record the fast path reads has events, and no marker comes with events (a
+        # request start, an unknown type, a session id are records without any), so the core only
+        # clears it, and only after the Python path left something in it (`info_dirty`).
+        self.info = RecordInfo()
+        self.core.set_info(self.info)
 
-    def _python_path(
-        self, raw: bytes, source: Source, key: str | None, arrival_ms: float | None, src: bytes
-    ) -> list[bytes]:
+    @property
+    def encodes(self) -> bool:
+        """Whether outputs come routed, `(bytes, kind, conversation id, OutputMeta)` (StreamPipeline)."""
+        return self.routed
+
+    def _out(self, rec: Record) -> Any:
+        """A record made in Python (a dead letter), in the shape the core returns."""
+        data = orjson.dumps(rec)
+        if self.routed:
+            return (data, rec["kind"], rec.get("conversation_id"), output_meta(rec))
+        return data
+
+    def reject(
+        self, head: bytes, size: int, source: Source, reason: str = "too_large", detail: str | None = None
+    ) -> list[Any]:
+        """`Pipeline.reject`: a record the reader refused without reading it whole."""
+        self._extra_records += 1
+        self.dead_letters[reason] += 1
+        if detail is None:
+            detail = (
+                f"the record is {size} bytes, more than the {self.format_config.max_record_bytes} "
+                "byte limit (not read into memory; raw holds its first bytes)"
+            )
+        rec = dead_letter(head, reason, detail, source)
+        if size > len(head):
+            rec["raw_bytes"] = size
+            rec["raw_truncated"] = True
+        return [self._out(rec)]
+
+    def _python_path(  # noqa: PLR0917 - called positionally by the compiled core
+        self,
+        raw: bytes,
+        source: Source,
+        key: str | None,
+        arrival_ms: float | None,
+        src: bytes,
+        replay_blocks: frozenset[int] | None = None,
+        replay_clocks: Mapping[int, float] | None = None,
+    ) -> list[Any]:
         """A record the fast path did not read: the Python format layer reads it, and its events
-        go into the same compiled state as pre-encoded JSON fragments."""
-        info = self._info
+        go into the same compiled state as pre-encoded JSON fragments. Counts and observer calls
+        follow `Pipeline.feed` step by step (the differential tests compare them)."""
+        info = self.info
         info.clear()
         try:
             events = parse_record(raw, source, key=key, config=self.format_config, info=info)
         except FormatError as err:
             self.dead_letters[err.reason] += 1
-            return [orjson.dumps(dead_letter(raw, err.reason, err.detail, source))]
+            return [self._out(dead_letter(raw, err.reason, err.detail, source))]
+        finally:
+            if info.requests or info.skipped_type is not None or info.session_id is not None:
+                self.core.info_dirty = True
+        if replay_blocks is not None:
+            return self._replay(events, replay_blocks, replay_clocks, arrival_ms, src)
         summary = self._python_summary
+        observer = self.observer
         if not events:
             summary.skipped += 1
             if info.skipped_type is not None:
                 summary.count_skipped_type(info.skipped_type)
+            if observer is not None:
+                observer.observe_record_read(None, 0, 0)
+                observer.observe_skipped(info.skipped_type)
             return []
-        out: list[bytes] = []
-        dumps = orjson.dumps
-        process = self.core.process
+        requests = info.requests
+        if requests:
+            # Pipeline.feed consumes the request starts it hands the tagger before an event; those
+            # after the last event stay. Without a tagger nothing else reads them here.
+            requests[:] = [r for r in requests if r[0] >= len(events)]
+        out: list[Any] = []
+        copies = 0
+        admitted: list[ToolEvent] = []
         for ev in events:
             if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
-                summary.duplicate_copies += 1  # re-sent history: counted once, as Pipeline does
+                copies += 1  # re-sent history: counted once, as Pipeline does
                 continue
-            out.extend(
-                process(
-                    ev.is_call,
-                    ev.conversation_id,
-                    ev.id,
-                    ev.name,
-                    ev.ts_ms,
-                    ev.format,
-                    ev.block,
-                    ev.is_error,
-                    ev.size,
-                    dumps(ev.payload),
-                    dumps(ev.raw),
-                    src,
-                    arrival_ms,
-                )
-            )
+            admitted.append(ev)
+            out.extend(self._process(ev, arrival_ms, src, count=True))
+        if copies:
+            summary.duplicate_copies += copies
+        if observer is not None:
+            self._report_evictions(observer)
+            if copies:
+                observer.observe_history_copies(copies)
+            if admitted:
+                calls = sum(1 for ev in admitted if ev.type == CALL)
+                observer.observe_record_read(self._record_format(admitted), calls, len(admitted) - calls)
+            else:
+                observer.observe_record_read(None, 0, 0)  # nothing but repeated copies
         return out
 
-    def advance(self, now_ms: float) -> list[bytes]:
-        out: list[bytes] = self.core.advance(now_ms)
+    def _process(self, ev: ToolEvent, arrival_ms: float | None, src: bytes, *, count: bool) -> list[Any]:
+        dumps = orjson.dumps
+        out: list[Any] = self.core.process(
+            ev.is_call,
+            ev.conversation_id,
+            ev.id,
+            ev.name,
+            ev.ts_ms,
+            ev.format,
+            ev.block,
+            ev.is_error,
+            ev.size,
+            dumps(ev.payload),
+            # --raw: a side that does not keep its raw block gets none (the core ignores it)
+            dumps(ev.raw) if self._raw_sides[0 if ev.is_call else 1] else b"",
+            src,
+            arrival_ms,
+            count,
+        )
         return out
 
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[bytes]:
-        out: list[bytes] = self.core.flush(reason, result_reason)
+    def _replay(
+        self,
+        events: list[ToolEvent],
+        blocks: frozenset[int],
+        clocks: Mapping[int, float] | None,
+        arrival_ms: float | None,
+        src: bytes,
+    ) -> list[Any]:
+        """`Pipeline._replay`: only the held blocks again, each after its conversation's
+        checkpointed clock; nothing about the input counted twice."""
+        out: list[Any] = []
+        for ev in events:
+            if ev.block in blocks:
+                if clocks is not None and ev.block in clocks:
+                    self.core.restore_clock(ev.conversation_id, clocks[ev.block])
+                out.extend(self._process(ev, arrival_ms, src, count=False))
+        if self.observer is not None:
+            self._report_evictions(self.observer)
         return out
+
+    def _report_evictions(self, observer: PipelineObserver) -> None:
+        for n, limit in self.core.take_evictions():
+            observer.observe_eviction(n, limit)
+
+    def _record_format(self, events: list[ToolEvent]) -> str:
+        """`Pipeline._record_format`: the format the record is counted under."""
+        first = events[0].format
+        if all(ev.format == first for ev in events):
+            return first
+        formats = {ev.format for ev in events}
+        seen: list[str] = [f for f in self.core.events_by_format if f in formats]
+        return seen[-1]
+
+    def advance(self, now_ms: float) -> list[Any]:
+        out: list[Any] = self.core.advance(now_ms)
+        return out
+
+    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Any]:
+        out: list[Any] = self.core.flush(reason, result_reason)
+        return out
+
+    # ------------------------------------------------------------------ StreamPipeline
+
+    @property
+    def processing_ms(self) -> float:
+        value: float = self.core.processing_ms
+        return value
+
+    def count_dead_letter(self, rec: Record) -> None:
+        """`Pipeline.count_dead_letter`: a record the adapter dead-lettered without feeding it."""
+        self._extra_records += 1
+        self.dead_letters[rec["reason"]] += 1
+
+    def oldest_held_offset(self) -> int | None:
+        offset: int | None = self.core.oldest_held_offset()
+        return offset
+
+    def held_positions(self) -> list[tuple[int, int]]:
+        """(consumed offset, block) of every held event, oldest first (routed pipelines only:
+        the core keeps offsets when it routes)."""
+        held: list[tuple[int, int]] = self.core.held_positions()
+        return held
+
+    def held_clock_positions(self) -> list[tuple[int, int, float]]:
+        clocks: list[tuple[int, int, float]] = self.core.held_clocks()
+        return clocks
+
+    def end_restore(self) -> None:
+        self.core.end_restore()
+
+    def discard(self) -> int:
+        n: int = self.core.discard()
+        return n
+
+    def gauges(self) -> StateGauges:
+        c = self.core
+        return StateGauges(c.open_calls, c.open_conversations, c.held_bytes, c.pending_results)
 
     @property
     def fallthrough(self) -> dict[str, int]:
@@ -167,7 +333,11 @@ class NativePipeline:
     def summary(self) -> Summary:
         """The same Summary `Pipeline` keeps, assembled from the core's counters."""
         py = self._python_summary
-        s = Summary(records=self.core.records, skipped=py.skipped, duplicate_copies=py.duplicate_copies)
+        s = Summary(
+            records=self.core.records + self._extra_records,
+            skipped=py.skipped,
+            duplicate_copies=py.duplicate_copies,
+        )
         s.skipped_types.update(py.skipped_types)
         s.events.update(self.core.events)
         s.events_by_format.update(self.core.events_by_format)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
 from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import Engine, Record
@@ -107,9 +107,62 @@ class PipelineObserver(Protocol):
     def observe_eviction(self, n: int, limit: str) -> None: ...
 
 
+def consumed_offset(source: Mapping[str, Any]) -> int:
+    """The input offset an event was consumed at: its own, or the internal topic's (`via`) under
+    the sidecar's --repartition. What the commit rule and the checkpoint say of held events."""
+    via = source.get("via")
+    return int((via or source)["offset"])
+
+
+class StateGauges(NamedTuple):
+    """What a pipeline holds, for the sidecar's state gauges (summed over partitions)."""
+
+    open_calls: int
+    open_conversations: int
+    held_bytes: int
+    pending_results: int
+
+
+class StreamPipeline(Protocol):
+    """What one Kafka partition (stream/partition.py) needs of its pipeline, whichever engine runs:
+    `Pipeline` (outputs are record dicts) and the compiled core's `NativePipeline` built with
+    `routed=True` (`encodes` True: each output is `(bytes, kind, conversation id, OutputMeta)`).
+    Held state is described by input position (consumed offset, block), never by engine objects,
+    so the partition's commit rule and checkpoint do not depend on either engine's internals."""
+
+    @property
+    def encodes(self) -> bool: ...
+    @property
+    def summary(self) -> Summary: ...
+    @property
+    def processing_ms(self) -> float: ...
+
+    def feed(
+        self,
+        raw: bytes,
+        source: Source,
+        *,
+        key: str | None = None,
+        arrival_ms: float | None = None,
+        replay_blocks: frozenset[int] | None = None,
+        replay_clocks: Mapping[int, float] | None = None,
+    ) -> list[Any]: ...
+    def advance(self, now_ms: float) -> list[Any]: ...
+    def flush(self, reason: str = ..., result_reason: str | None = None) -> list[Any]: ...
+    def count_dead_letter(self, rec: Record) -> None: ...
+    def oldest_held_offset(self) -> int | None: ...
+    def held_positions(self) -> list[tuple[int, int]]: ...
+    def held_clock_positions(self) -> list[tuple[int, int, float]]: ...
+    def end_restore(self) -> None: ...
+    def discard(self) -> int: ...
+    def gauges(self) -> StateGauges: ...
+
+
 class Pipeline:
     """Parse -> count re-sent copies once -> pair -> count. Returns output records; the caller writes
     them wherever they go."""
+
+    encodes: ClassVar[bool] = False  # outputs are record dicts (see StreamPipeline)
 
     def __init__(
         self,
@@ -280,3 +333,37 @@ class Pipeline:
         for rec in out:
             self.summary.count_output(rec)
         return out
+
+    # ------------------------------------------------------------------ StreamPipeline
+
+    @property
+    def processing_ms(self) -> float:
+        return self.engine.processing_ms
+
+    def count_dead_letter(self, rec: Record) -> None:
+        """A record the adapter dead-lettered without feeding it (an unusable --repartition
+        forward): counted as read, and as the dead letter it became."""
+        self.summary.records += 1
+        self.summary.count_output(rec)
+
+    def oldest_held_offset(self) -> int | None:
+        oldest = self.engine.oldest_held()
+        return None if oldest is None else consumed_offset(oldest.event.source)
+
+    def held_positions(self) -> list[tuple[int, int]]:
+        """(consumed offset, block) of every held event, oldest first."""
+        return [(consumed_offset(h.event.source), h.event.block) for h in self.engine.held()]
+
+    def held_clock_positions(self) -> list[tuple[int, int, float]]:
+        """`Engine.held_clocks` by input position: (consumed offset, block, clock)."""
+        return [(consumed_offset(h.event.source), h.event.block, c) for h, c in self.engine.held_clocks()]
+
+    def end_restore(self) -> None:
+        self.engine.end_restore()
+
+    def discard(self) -> int:
+        return self.engine.discard()
+
+    def gauges(self) -> StateGauges:
+        e = self.engine
+        return StateGauges(e.open_calls, e.open_conversations, e.held_bytes, e.pending_results)

@@ -104,6 +104,35 @@ class EvictionLimit(StrEnum):
     HELD_BYTES = "held_bytes"
 
 
+class RawMode(StrEnum):
+    """Which sides of the output records carry `raw`, the original block (`--raw`).
+
+    Why: `raw` repeats the payload (`arguments` / `content` are read out of it) plus its envelope,
+    so it is about half of a pair's bytes; a warehouse that keeps only the normalized fields pays
+    for it twice. Every side keeps its `source` lineage, which points at the input record itself.
+
+    * `all`  (the default): every side of pairs and orphans has `raw`: the records as they always were;
+    * `call`: only call sides have it (a pair's `call`, an `orphan_call`'s `event`): the arguments'
+      original spelling is kept, while results, the large side, carry their content once;
+    * `omit`: no side has it.
+
+    A side without `raw` means "omitted by configuration" and nothing else: under `all` every side
+    has the key (the sidecar's size fitting sets it to null and flags `payload_truncated`), so no
+    extra marker field is written. Dead letters always keep their `raw` in every mode: it is their
+    only copy of the input."""
+
+    ALL = "all"
+    CALL = "call"
+    OMIT = "omit"
+
+    def keeps(self, is_call: bool) -> bool:
+        """Whether a side of this type carries `raw` in this mode."""
+        return self is RawMode.ALL or (is_call and self is RawMode.CALL)
+
+
+DEFAULT_RAW_MODE = RawMode.ALL
+
+
 # ------------------------------------------------------------------------------------- output records
 # The shapes of the three output records (pair.schema.json, orphan.schema.json, dead_letter.schema.json).
 # Values are plain strings of the enums above; `Side` is `ToolEvent.to_side()`.

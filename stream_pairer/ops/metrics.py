@@ -51,6 +51,7 @@ OUTCOMES: Final = tuple(o.value for o in Outcome)
 FAILURE_POINTS: Final = tuple(p.value for p in FailurePoint)
 EVICTION_LIMITS: Final = tuple(limit.value for limit in EvictionLimit)
 EVENT_TYPES: Final = tuple(t.value for t in EventType)
+RECORD_KINDS: Final = tuple(k.value for k in RecordKind)
 _PAIR: Final = RecordKind.PAIR.value
 _ORPHAN_CALL: Final = RecordKind.ORPHAN_CALL.value
 _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
@@ -82,6 +83,7 @@ class Metrics:
     Callers: the engine adapter calls `observe_output` for every record it emits and `set_state` /
     `observe_eviction` from the engine's bookkeeping; the Kafka adapter calls `set_lag`,
     `observe_commit_error`, `observe_produce_error`, `set_assigned_partitions`, `mark_consumed`,
+    `observe_input_bytes` (per fetched batch), `observe_output_bytes` (per output sent),
     `set_up`; the readers call `observe_record_read` / `observe_skipped`.
     """
 
@@ -152,6 +154,7 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self._init_size_metrics(r)
         # --- failure-point tagging (issue 4) ---
         self.tool_calls = Counter(
             "stream_pairer_tool_calls",
@@ -288,6 +291,25 @@ class Metrics:
         self._lag_children: dict[tuple[str, int], Gauge] = {}
         self._type_children: dict[str, Counter] = {}
 
+    def _init_size_metrics(self, r: CollectorRegistry) -> None:
+        """Output size (issue 15): output bytes per input byte = rate(output) / rate(input); every
+        kind's series starts at zero, so the ratio has its terms before the first record."""
+        self.input_bytes = Counter(
+            "stream_pairer_input_bytes",
+            "Bytes of the input records consumed (Kafka message values, as the client hands them "
+            "over: after decompression), replays after a rebuild included.",
+            registry=r,
+        )
+        self.output_bytes = Counter(
+            "stream_pairer_output_bytes",
+            "Bytes of the output records sent to the output topics (message values, before the "
+            "producer's compression; keys, headers and checkpoints not counted), by record kind: "
+            "what --raw all|call|omit changes.",
+            ["kind"],
+            registry=r,
+        )
+        self._output_bytes_children = {k: self.output_bytes.labels(k) for k in RECORD_KINDS}
+
     # ------------------------------------------------------------------ input
     def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None:
         """One decoded input record holding `n_calls` tool calls and `n_results` tool results.
@@ -365,6 +387,18 @@ class Metrics:
             child.inc()
         else:
             raise ValueError(f"not an output record kind: {kind!r}")
+
+    def observe_input_bytes(self, n: int) -> None:
+        """`n` bytes of input records consumed (one call per fetched partition batch)."""
+        self.input_bytes.inc(n)
+
+    def observe_output_bytes(self, kind: str, n: int) -> None:
+        """`n` bytes of output records of `kind` (pair, orphan_call, orphan_result, dead_letter) sent:
+        per record or summed per batch, as the producer sends them."""
+        child = self._output_bytes_children.get(kind)
+        if child is None:
+            raise ValueError(f"not an output record kind: {kind!r}")
+        child.inc(n)
 
     def _observe_tagging(self, record: Mapping[str, Any], *, is_call: bool) -> None:
         tool = self.tool_label(record.get("tool"))

@@ -22,7 +22,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from stream_pairer.core.engine import Record
 from stream_pairer.core.model import OutputMeta, Source, dead_letter
-from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.pipeline import StreamPipeline, consumed_offset
 from stream_pairer.core.vocab import RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.stream.clock import NEG_INF, ProcessingClock
@@ -137,10 +137,7 @@ class Emitted(NamedTuple):
     meta: OutputMeta | None = None
 
 
-def consumed_offset(source: dict[str, Any]) -> int:
-    """The offset this event was consumed at: its own, or the internal topic's under --repartition."""
-    via = source.get("via")
-    return int((via or source)["offset"])
+__all__ = ["consumed_offset"]  # re-exported: the offset rule lives with the pipelines (core/pipeline.py)
 
 
 def decode_key(key: bytes | None) -> str | None:
@@ -157,7 +154,7 @@ class PartitionState:
         self,
         topic: str,
         partition: int,
-        pipeline: Pipeline,
+        pipeline: StreamPipeline,
         outputs: OutputTopics,
         *,
         start_offset: int | None,
@@ -169,7 +166,8 @@ class PartitionState:
         self.lineage_headers = lineage_headers  # --repartition: sources come from the record headers
         self.partition = partition
         self.pipeline = pipeline
-        self.engine = pipeline.engine
+        # The compiled core routed: outputs come encoded, with their kind, key and OutputMeta.
+        self._route = self._route_encoded if pipeline.encodes else self._route_records
         self.outputs = outputs
         self.clock = ProcessingClock.start(restore.processing_ms if restore is not None else None, wall_ms)
         # Offset after the last processed record; None until known (no commit yet and nothing read).
@@ -223,7 +221,7 @@ class PartitionState:
     def _end_replay(self) -> None:
         self.replay = None
         self._restore_clocks = {}
-        self.engine.end_restore()
+        self.pipeline.end_restore()
 
     def _source(self, msg: InputRecord) -> dict[str, Any]:
         here = {"topic": self.topic, "partition": self.partition, "offset": msg.offset}
@@ -256,9 +254,8 @@ class PartitionState:
         if self.lineage_headers and msg.headers:
             bad = self._unreadable_forward(msg)
             if bad is not None:
-                self.pipeline.summary.records += 1
-                self.pipeline.summary.count_output(bad)
-                self._route([bad], msg.key, out)
+                self.pipeline.count_dead_letter(bad)
+                self._route_records([bad], msg.key, out)
                 return
         key = msg.key
         recs = self.pipeline.feed(
@@ -298,7 +295,7 @@ class PartitionState:
         target = self.clock.tick(
             wall_ms, caught_up=caught_up, seen_end_ms=seen_end_ms, max_blind_ms=max_blind_ms
         )
-        if target is None or target <= self.engine.processing_ms:
+        if target is None or target <= self.pipeline.processing_ms:
             return []
         out: list[Emitted] = []
         self._route(self.pipeline.advance(target), None, out)
@@ -317,7 +314,7 @@ class PartitionState:
         """Forget the state without emitting (revocation: the next owner rebuilds it by replay)."""
         self.replay = None
         self._restore_clocks = {}
-        return self.engine.discard()
+        return self.pipeline.discard()
 
     # ------------------------------------------------------------------ commit rule
 
@@ -326,9 +323,9 @@ class PartitionState:
         candidates: list[int] = []
         if self.next_offset is not None:
             candidates.append(self.next_offset)
-        oldest = self.engine.oldest_held()
+        oldest = self.pipeline.oldest_held_offset()
         if oldest is not None:
-            candidates.append(consumed_offset(oldest.event.source))
+            candidates.append(oldest)
         if self.replay is not None:
             first = self.replay.first_pending_offset()
             if first is not None:
@@ -339,10 +336,8 @@ class PartitionState:
         committed = self.commit_offset()
         if committed is None:
             return None
-        held = [(consumed_offset(h.event.source), h.event.block) for h in self.engine.held()]
-        clocks = [
-            (consumed_offset(h.event.source), h.event.block, clock) for h, clock in self.engine.held_clocks()
-        ]
+        held = self.pipeline.held_positions()
+        clocks = self.pipeline.held_clock_positions()
         processed = committed - 1 if self.last_processed is None else self.last_processed
         if self.replay is not None and self.replay.active:
             pending = self.replay.pending()
@@ -359,7 +354,7 @@ class PartitionState:
         held.sort()
         if any(map(operator.eq, held, islice(held, 1, None))):
             held = sorted(set(held))
-        now = self.engine.processing_ms
+        now = self.pipeline.processing_ms
         clocks.sort()
         return Checkpoint(
             group=group,
@@ -375,7 +370,7 @@ class PartitionState:
 
     # ------------------------------------------------------------------ outputs
 
-    def _route(self, recs: list[Record], input_key: bytes | None, out: list[Emitted]) -> None:
+    def _route_records(self, recs: list[Record], input_key: bytes | None, out: list[Emitted]) -> None:
         topics = self.outputs
         for rec in recs:
             kind = rec["kind"]
@@ -385,3 +380,15 @@ class PartitionState:
                 out.append(Emitted(topics.dead_letters, input_key, rec))
             else:
                 out.append(Emitted(topics.orphans, rec["conversation_id"].encode(), rec))
+
+    def _route_encoded(self, recs: list[Any], input_key: bytes | None, out: list[Emitted]) -> None:
+        """The compiled core's routed outputs, `(bytes, kind, conversation id, OutputMeta)`: routed
+        by kind, keyed by conversation id, never decoded."""
+        topics = self.outputs
+        for data, kind, cid, meta in recs:
+            if kind == _PAIR:
+                out.append(Emitted(topics.pairs, cid.encode(), data, meta))
+            elif kind == _DEAD_LETTER:
+                out.append(Emitted(topics.dead_letters, input_key, data, meta))
+            else:
+                out.append(Emitted(topics.orphans, cid.encode(), data, meta))

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from stream_pairer.core import native
 from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.vocab import RawMode
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 
@@ -205,6 +206,7 @@ def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
         max_held_bytes=draw(st.sampled_from([3_000, 12_000, 2**30, 2**30])),
         max_closed_ids_per_conversation=draw(st.integers(0, 4)),
         max_closed_ids=draw(st.integers(0, 6)),
+        raw=draw(st.sampled_from(list(RawMode))),  # --raw: the side shapes of every mode
     )
     base = draw(st.lists(records(skew), min_size=1, max_size=40))
     ops: list[Any] = []
@@ -246,9 +248,10 @@ def test_same_output_bytes_as_the_python_engine(scenario: tuple[EngineConfig, li
     _run_both(*scenario)
 
 
-def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
+@pytest.mark.parametrize("mode", list(RawMode))
+def test_bench_data_is_read_by_the_fast_path_and_matches(mode: RawMode) -> None:
     """The benchmark's traffic (bench/datagen.py mix) with limits small enough to evict: identical
-    bytes, and every record read by the fast path (none handed to Python)."""
+    bytes in every --raw mode, and every record read by the fast path (none handed to Python)."""
     import sys  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
@@ -257,7 +260,7 @@ def test_bench_data_is_read_by_the_fast_path_and_matches() -> None:
 
     ds = datagen.generate(60, 3000, drain=True)
     cfg = EngineConfig(
-        call_timeout_ms=20_000, max_conversations=40, max_held_bytes=150_000, max_closed_ids=80
+        call_timeout_ms=20_000, max_conversations=40, max_held_bytes=150_000, max_closed_ids=80, raw=mode
     )
     ops = [("feed", (raw, key.decode(), None)) for key, raw in ds.all]
     _run_both(cfg, ops)
@@ -456,3 +459,34 @@ def test_an_id_over_max_id_bytes_is_the_same_dead_letter(field: str) -> None:
     assert [orjson.loads(w)["kind"] for w in want] == ["dead_letter"]
     assert nat.feed(raw, {"line": 1}) == want
     assert nat.fallthrough == {"long_id": 1}
+
+
+@pytest.mark.parametrize("raw", list(RawMode))
+def test_raw_modes_shape_the_sides_alike(raw: RawMode) -> None:
+    """--raw on examples/mixed.jsonl (every format, most through the Python format layer): the same
+    bytes from both engines, and `raw` on exactly the sides the mode keeps it on."""
+    from pathlib import Path  # noqa: PLC0415
+
+    lines = (Path(__file__).resolve().parents[2] / "examples" / "mixed.jsonl").read_bytes().splitlines()
+    cfg = EngineConfig(raw=raw)
+    py, nat = Pipeline(Engine(cfg)), native.NativePipeline(cfg)
+    got: list[bytes] = []
+    for i, line in enumerate(lines):
+        if line.strip():
+            src = {"file": "mixed.jsonl", "line": i + 1}
+            want = [orjson.dumps(r) for r in py.feed(line, src, key="k")]
+            out = nat.feed(line, src, key="k")
+            assert out == want, i
+            got += out
+    want = [orjson.dumps(r) for r in py.flush("end_of_input", result_reason="no_call")]
+    assert nat.flush("end_of_input", result_reason="no_call") == want
+    got += want
+    sides = 0
+    for rec in map(orjson.loads, got):
+        pairs = [(True, rec["call"]), (False, rec["result"])] if rec["kind"] == "pair" else []
+        if rec["kind"].startswith("orphan"):
+            pairs = [(rec["kind"] == "orphan_call", rec["event"])]
+        for is_call, side in pairs:
+            sides += 1
+            assert ("raw" in side) == raw.keeps(is_call)
+    assert sides >= 30 and nat.core.fast_records > 0

@@ -139,3 +139,21 @@ def test_log_formats_equal_the_side_schema() -> None:
     from stream_pairer.core.formats import FORMATS  # noqa: PLC0415
 
     assert set(FORMATS) == set(schema("side.schema.json")["properties"]["format"]["enum"])
+
+
+def test_raw_modes_keep_raw_on_the_sides_they_name() -> None:
+    """--raw: one definition of what each mode keeps, a config that checks its value."""
+    from stream_pairer.core.engine import EngineConfig  # noqa: PLC0415
+    from stream_pairer.core.vocab import DEFAULT_RAW_MODE, RawMode  # noqa: PLC0415
+
+    assert [(m.keeps(True), m.keeps(False)) for m in RawMode] == [(True, True), (True, False), (False, False)]
+    assert EngineConfig().raw is DEFAULT_RAW_MODE is RawMode.ALL  # today's records by default
+    assert EngineConfig(raw="omit").raw is RawMode.OMIT  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="some"):
+        EngineConfig(raw="some")  # type: ignore[arg-type]
+    call = ToolEvent(
+        "tool_call", "c", "t1", "search", {"q": 1}, 1000.0, "canonical", {"line": 1}, raw={"x": 1}
+    )
+    assert call.to_side()["raw"] == {"x": 1}
+    assert "raw" not in call.to_side(False)
+    assert {k: v for k, v in call.to_side().items() if k != "raw"} == call.to_side(False)

@@ -108,7 +108,9 @@ async def test_broker_stopped_and_restarted_while_running(
         async with OutputReader(bootstrap, topic) as reader:
             await reader.until(lambda recs: summary(recs)["pair"] == len(convs), timeout_s=30)
         await wait_for(
-            lambda: sum(st.engine.open_calls for st in sidecar.states.values()) == 6, 10, "calls held"
+            lambda: sum(st.pipeline.gauges().open_calls for st in sidecar.states.values()) == 6,
+            10,
+            "calls held",
         )
 
         await asyncio.to_thread(broker.stop)
@@ -130,7 +132,7 @@ async def test_broker_stopped_and_restarted_while_running(
         assert any(m.startswith("readiness: not ready") for m in lines[1:]), lines
         assert len(lines) <= 6, lines
         await asyncio.sleep(1.0)  # several ticks with fresh fetches and no results yet
-        assert sum(st.engine.open_calls for st in sidecar.states.values()) == 6
+        assert sum(st.pipeline.gauges().open_calls for st in sidecar.states.values()) == 6
 
         # The results' own times say they answered within 0.1 s (their producer was stalled by the same
         # outage): in event time nothing timed out, so only a wall tick that counted the outage could.

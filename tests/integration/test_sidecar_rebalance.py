@@ -49,7 +49,7 @@ async def test_partitions_move_with_open_calls_and_nothing_is_lost_or_doubled(
         async with OutputReader(bootstrap, topic) as reader:
             await reader.until(lambda recs: len(identities(recs)) == len(placed) - 16)
         assert len(first.states) == 4
-        held_before = sum(st.engine.open_calls for st in first.states.values())
+        held_before = sum(st.pipeline.gauges().open_calls for st in first.states.values())
         assert held_before == 16
 
         second = await started(cfg)  # joins: the group rebalances, partitions move with open calls
@@ -58,9 +58,10 @@ async def test_partitions_move_with_open_calls_and_nothing_is_lost_or_doubled(
         )
         await wait_for(lambda: first.ready and second.ready, 30, "both ready")
         moved = set(second.states)
-        held_after = sum(st.engine.open_calls for s in (first, second) for st in s.states.values())
+        held_after = sum(st.pipeline.gauges().open_calls for s in (first, second) for st in s.states.values())
         await wait_for(
-            lambda: sum(st.engine.open_calls for s in (first, second) for st in s.states.values()) == 16,
+            lambda: sum(st.pipeline.gauges().open_calls for s in (first, second) for st in s.states.values())
+            == 16,
             30, "open calls rebuilt on the new owner",
         )  # fmt: skip
 

@@ -143,7 +143,7 @@ async def test_flush_on_shutdown_emits_open_calls_and_commits_past_them(
     again = await started(config(bootstrap, topic, group))
     try:
         await asyncio.sleep(1.5)
-        assert sum(st.engine.open_calls for st in again.states.values()) == 0  # nothing replayed
+        assert sum(st.pipeline.gauges().open_calls for st in again.states.values()) == 0  # nothing replayed
         assert all(st.records_fed == 0 for st in again.states.values())
     finally:
         assert await again.stop()

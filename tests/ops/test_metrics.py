@@ -400,3 +400,22 @@ def test_unknown_record_types_have_a_bounded_label_set() -> None:
         for s in fam.samples if s.name.endswith("_total")
     ]  # fmt: skip
     assert len(series) == MAX_RECORD_TYPES + 1
+
+
+def test_input_and_output_bytes() -> None:
+    """Output bytes per input byte (issue 15): input bytes unlabelled, output bytes by record kind,
+    every kind's series at zero from the start (a ratio needs its denominator before traffic)."""
+    m = Metrics()
+    kinds = {s["kind"] for s in series(m, "stream_pairer_output_bytes_total")}
+    assert kinds == {"pair", "orphan_call", "orphan_result", "dead_letter"}
+    m.observe_input_bytes(1000)
+    m.observe_input_bytes(24)
+    m.observe_output_bytes("pair", 3900)
+    m.observe_output_bytes("pair", 100)
+    m.observe_output_bytes("dead_letter", 50)
+    assert value(m, "stream_pairer_input_bytes_total") == 1024
+    assert value(m, "stream_pairer_output_bytes_total", kind="pair") == 4000
+    assert value(m, "stream_pairer_output_bytes_total", kind="dead_letter") == 50
+    assert value(m, "stream_pairer_output_bytes_total", kind="orphan_call") == 0
+    with pytest.raises(ValueError, match="output record kind"):
+        m.observe_output_bytes("pairs", 1)

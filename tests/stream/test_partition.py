@@ -18,9 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_pairer.adapters.kafka.rekeyer import conversation_key
-from stream_pairer.core.engine import Engine, EngineConfig
+from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG
-from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
 from stream_pairer.stream.partition import (
@@ -31,6 +30,7 @@ from stream_pairer.stream.partition import (
     source_from_headers,
 )
 from tests.core.time_helpers import canonical as rec
+from tests.engine_helpers import DecodedPartitionState, stream_pipeline
 
 T0 = 1_741_944_400_000  # event times in ms
 TOPICS = OutputTopics.for_input("in")
@@ -54,10 +54,10 @@ def state(
     metrics: Metrics | None = None,
 ) -> PartitionState:  # fmt: skip
     cfg = config or EngineConfig(call_timeout_ms=60_000, result_grace_ms=5_000)
-    return PartitionState(
+    return DecodedPartitionState(
         "in",
         0,
-        Pipeline(Engine(cfg), observer=metrics),
+        stream_pipeline(cfg, observer=metrics),
         TOPICS,
         start_offset=start,
         restore=restore,
@@ -108,7 +108,7 @@ def test_records_before_the_next_offset_are_ignored() -> None:
     s = state(start=5)
     s.feed([Msg(5, b"k", rec("c", "tool_call", "a", T0), T0)], wall_ms=0.0)
     out = s.feed([Msg(5, b"k", rec("c", "tool_call", "a", T0), T0)], wall_ms=0.0)  # a stale refetch
-    assert out == [] and s.engine.open_calls == 1
+    assert out == [] and s.pipeline.gauges().open_calls == 1
 
 
 def test_wall_tick_times_out_a_call_on_a_quiet_partition() -> None:
@@ -146,7 +146,7 @@ def test_quiet_conversation_is_closed_by_the_tick_alone_while_others_stay_busy()
         ("orphan_call", "timeout", "quiet"),  # timeout: 5 s of processing time
     ]
     assert sum(1 for e in out if e.record["kind"] == "pair") == 10
-    assert s.engine.open_calls == s.engine.pending_results == 0
+    assert s.pipeline.gauges().open_calls == s.pipeline.gauges().pending_results == 0
 
 
 def test_checkpoint_describes_the_held_state() -> None:
@@ -174,9 +174,9 @@ def test_checkpoint_held_is_sorted_and_unique_in_any_order(monkeypatch: pytest.M
     """The engine yields held events in arrival order; the checkpoint must not depend on it."""
     s = state(start=0)
     s.feed(log_of([rec(f"c{i}", "tool_call", f"id{i}", T0) for i in range(4)]), wall_ms=0.0)
-    held = list(s.engine.held())
+    held = s.pipeline.held_positions()
     shuffled = [held[2], held[0], held[3], held[1], held[0], held[2]]  # and twice some
-    monkeypatch.setattr(type(s.engine), "held", lambda _self: iter(shuffled))
+    monkeypatch.setattr(s.pipeline, "held_positions", lambda: list(shuffled))
     cp = s.checkpoint("g", "tok")
     assert cp is not None
     assert cp.held == ((0, 0), (1, 0), (2, 0), (3, 0))
@@ -256,7 +256,7 @@ def test_checkpointed_replay_emits_exactly_what_the_original_would_have(
             assert reason in ("duplicate_result", "late_result") and fate_b[k] in ("no_call", "shutdown")
     if all(r.record.get("reason") not in ("duplicate_result", "late_result") for r in after):
         assert [e.record for e in out] == [e.record for e in after]  # then exactly the same records
-    assert replayed.commit_offset() == original.commit_offset() or not list(original.engine.held())
+    assert replayed.commit_offset() == original.commit_offset() or not original.pipeline.held_positions()
 
 
 def test_plain_replay_without_checkpoint_would_pair_wrongly_and_twice() -> None:
@@ -309,7 +309,7 @@ def test_commit_during_a_replay_keeps_the_events_not_yet_replayed() -> None:
     assert (cp2.committed, cp2.processed, cp2.held) == (0, 5, cp.held)
     assert s1.tick(10**9, caught_up=True) == []  # no wall tick while the replay rebuilds state
     s1.feed(log[1:], wall_ms=0.0)
-    assert not s1.restoring and s1.engine.open_calls == 3
+    assert not s1.restoring and s1.pipeline.gauges().open_calls == 3
 
 
 def test_record_metrics_count_formats_and_skips() -> None:
@@ -341,8 +341,8 @@ def test_evictions_are_reported_as_deltas() -> None:
 
 
 def test_repartitioned_records_keep_their_original_lineage_and_commit_by_consumed_offset() -> None:
-    s = PartitionState(
-        "in.by-conversation", 2, Pipeline(Engine()), TOPICS, start_offset=40, lineage_headers=True
+    s = DecodedPartitionState(
+        "in.by-conversation", 2, stream_pipeline(), TOPICS, start_offset=40, lineage_headers=True
     )
     log = [
         Msg(40, b"c", rec("c", "tool_call", "a", T0), T0, tuple(lineage_headers("in", 7, 1234))),
@@ -400,7 +400,7 @@ def test_held_events_deleted_before_the_replay_are_reported() -> None:
     s1 = state(start=0, restore=cp)
     s1.feed(log[2:], wall_ms=0.0)  # offsets 0 and 1 were deleted by retention before the replay
     assert s1.missed == [(0, 0), (1, 0)] and not s1.restoring
-    assert s1.engine.open_calls == 1
+    assert s1.pipeline.gauges().open_calls == 1
 
 
 # ------------------------------------------------------------------ replay and event time (issue 11)

@@ -142,6 +142,15 @@ def fit_output(record: dict[str, Any] | bytes, limit: int) -> bytes:
 encode_output = fit_output  # the name file-mode tests and older callers know
 
 
+def _kind(item: Emitted) -> str:
+    """The record kind of an output (its OutputMeta's when it has one: the compiled core's bytes)."""
+    if item.meta is not None:
+        return item.meta.kind
+    rec = item.record
+    kind: str = (rec if isinstance(rec, dict) else orjson.loads(rec))["kind"]
+    return kind
+
+
 @dataclass(slots=True)
 class _Pending:
     """Outputs sent for one partition since its last commit."""
@@ -279,8 +288,10 @@ class Delivery:
         pending = self._track(tp)
         default = self.settings.max_output_bytes
         limits = self.limits
+        observe_bytes = self.metrics.observe_output_bytes
         for item in items:
             value = fit_output(item.record, limits.get(item.topic, default))
+            observe_bytes(_kind(item), len(value))  # output bytes per input byte (issue 15)
             pending.add(await producer.send(item.topic, value, key=item.key))
             pending.records.append((item.record, arrival))
 

@@ -91,11 +91,11 @@ class HealthMixin(SidecarState):
         m = self.metrics
         calls = convs = held = pending = 0
         for tp, st in self.states.items():
-            e = st.engine
-            calls += e.open_calls
-            convs += e.open_conversations
-            held += e.held_bytes
-            pending += e.pending_results
+            g = st.pipeline.gauges()
+            calls += g.open_calls
+            convs += g.open_conversations
+            held += g.held_bytes
+            pending += g.pending_results
             with contextlib.suppress(Exception):
                 # Lag from the committed offset, not the fetch position: a partition whose outputs
                 # are not acknowledged (so nothing commits) shows its lag growing.

@@ -21,8 +21,7 @@ from stream_pairer.adapters.kafka.delivery import Backoff
 from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState
 from stream_pairer.adapters.kafka.topics import committed_offsets
-from stream_pairer.core.engine import Engine
-from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.engines import make_pipeline
 from stream_pairer.errors import Fenced, OutputTooLarge, SidecarError
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import PartitionState
@@ -237,9 +236,10 @@ class PartitionsMixin(SidecarState):
                     tp_key(tp), cp.committed, offset,
                 )  # fmt: skip
                 cp = None
-            pipeline = Pipeline(
-                Engine(cfg.engine, tagger=partition_tagger(cfg.tagger)), cfg.formats, observer=self.metrics
-            )
+            pipeline = make_pipeline(
+                cfg.pairing_engine, cfg.engine, cfg.formats,
+                tagger=partition_tagger(cfg.tagger), observer=self.metrics, routed=True,
+            )  # fmt: skip
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
                 start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,

@@ -361,6 +361,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                     if st is None or not msgs or fetching_for.get(tp) is not st:
                         continue
                     assert isinstance(st, PartitionState)
+                    self.metrics.observe_input_bytes(sum(len(m.value) for m in msgs if m.value is not None))
                     self._start_position.setdefault(tp, msgs[0].offset)
                     await self._send(tp, st.feed(msgs, wall_ms), fetched_at)
                     if st.missed:

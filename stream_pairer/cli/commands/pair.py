@@ -6,9 +6,10 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from stream_pairer.adapters.files import (
     FileRecords,
@@ -28,10 +29,11 @@ from stream_pairer.cli.options import (
     format_config_from_args,
     tagger_from_args,
 )
-from stream_pairer.core.engine import Engine
+from stream_pairer.core.engines import make_pipeline, resolve_engine
+from stream_pairer.core.native import NativePipeline
 from stream_pairer.core.pipeline import Pipeline, Summary
 from stream_pairer.core.vocab import OrphanReason, Record
-from stream_pairer.errors import InputError, OutputRefused
+from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -80,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
     try:
         tagger = tagger_from_args(args)
-        engine = Engine(engine_config_from_args(args), tagger=tagger)
+        engine = resolve_engine(args.engine, tagger)
         format_config = format_config_from_args(args)
-        pipeline = Pipeline(engine, format_config)
-    except (OSError, ValueError) as err:
+        pipeline = make_pipeline(engine, engine_config_from_args(args), format_config, tagger=tagger)
+    except (OSError, ValueError, NativeUnavailable) as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2
     if args.inputs.count("-") > 1:
@@ -100,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
+    input_bytes = 0
     try:
         with OutputWriter(args.out, inputs) as writer:
             for name in inputs:
@@ -109,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
                     conversation_id=args.conversation_id,
                     conversation_fields=format_config.conversation_fields,
                 )
-                feed_file(pipeline, records, writer.write, progress.tick)
+                input_bytes += feed_file(pipeline, records, writer.write, progress.tick)
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
             writer.write(
@@ -121,43 +124,83 @@ def run(args: argparse.Namespace) -> int:
     progress.done()
     elapsed = time.monotonic() - started
     crossings = dict(getattr(tagger, "crossings", {}))
+    size = OutputSize(input_bytes, dict(writer.bytes_by_kind))
     if args.summary_json is not None:
         import orjson  # noqa: PLC0415 - only needed for this option
 
-        body = pipeline.summary.as_dict() | {
-            "loop_cap_crossings": crossings,
-            "history_ids_forgotten": pipeline.dedup.forgotten,
-            "seconds": round(elapsed, 3),
-        }
+        body = (
+            pipeline.summary.as_dict()
+            | {
+                "loop_cap_crossings": crossings,
+                "history_ids_forgotten": pipeline.dedup.forgotten,
+                "engine": engine,
+                "seconds": round(elapsed, 3),
+            }
+            | size.as_dict()
+        )
         try:
             write_private_file(args.summary_json, orjson.dumps(body, option=orjson.OPT_INDENT_2))
         except InputError as err:
             print(f"stream-pairer pair: {err}", file=sys.stderr)
             return 2 if isinstance(err, OutputRefused) else 1
     if not args.quiet:
-        print(render_summary(pipeline.summary, elapsed, args.out, crossings))
+        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size, engine=engine))
     return 0
 
 
+@dataclass(frozen=True, slots=True)
+class OutputSize:
+    """Output bytes per input byte of one run (README, Output size). Both sides count record bytes
+    as the pipeline sees them: an input line without its line break (after gunzip; an item of a
+    JSON document as re-encoded for the pipeline; an oversize line by its full length), an output
+    record without its line break. The sidecar counts the same way (its Prometheus counters
+    stream_pairer_input_bytes_total and stream_pairer_output_bytes_total)."""
+
+    input_bytes: int
+    output_bytes_by_kind: dict[str, int]
+
+    @property
+    def output_bytes(self) -> int:
+        return sum(self.output_bytes_by_kind.values())
+
+    @property
+    def ratio(self) -> float | None:
+        """Output bytes per input byte; None for an empty input."""
+        return self.output_bytes / self.input_bytes if self.input_bytes else None
+
+    def as_dict(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {
+            "input_bytes": self.input_bytes,
+            "output_bytes": self.output_bytes,
+            "output_bytes_by_kind": self.output_bytes_by_kind,
+            "output_bytes_per_input_byte": None if ratio is None else round(ratio, 4),
+        }
+
+
 def feed_file(
-    pipeline: Pipeline,
+    pipeline: Pipeline | NativePipeline,
     records: FileRecords,
-    write: Callable[[list[Record]], None],
+    write: Callable[[Sequence[Record | bytes]], None],
     tick: Callable[[Summary], None] | None = None,
-) -> None:
-    """Every record of one input file through the pipeline. A session id announced by a record
-    (Codex `session_meta`) becomes the conversation of the file's later records, unless
-    --conversation-id fixed it."""
+) -> int:
+    """Every record of one input file through the pipeline; returns the record bytes read (see
+    OutputSize). A session id announced by a record (Codex `session_meta`) becomes the
+    conversation of the file's later records, unless --conversation-id fixed it."""
     info = pipeline.info
+    size = 0
     for source, raw, key in records:
         if isinstance(raw, Oversize):
+            size += raw.size
             write(pipeline.reject(raw.head, raw.size, source, raw.reason, raw.detail))
         else:
+            size += len(raw)
             write(pipeline.feed(raw, source, key=key))
             if info.session_id is not None and records.forced is None:
                 records.set_session(info.session_id)
         if tick is not None:
             tick(pipeline.summary)
+    return size
 
 
 class _Progress:
@@ -189,7 +232,15 @@ class _Progress:
             self.stream.write("\n")
 
 
-def render_summary(s: Summary, elapsed: float, out: Path, crossings: dict[str, int] | None = None) -> str:
+def render_summary(
+    s: Summary,
+    elapsed: float,
+    out: Path,
+    crossings: dict[str, int] | None = None,
+    size: OutputSize | None = None,
+    *,
+    engine: str | None = None,
+) -> str:
     rows: list[tuple[str, int | str]] = [
         ("records read", s.records),
         ("  skipped (no tool events)", s.skipped),
@@ -218,6 +269,12 @@ def render_summary(s: Summary, elapsed: float, out: Path, crossings: dict[str, i
     if crossings:
         rows.append(("loop cap crossings", sum(crossings.values())))
         rows += [(f"  {c}", n) for c, n in sorted(crossings.items())]
+    if size is not None:
+        rows.append(("input bytes", size.input_bytes))
+        rows.append(("output bytes", size.output_bytes))
+        rows += [(f"  {k}", n) for k, n in size.output_bytes_by_kind.items() if n]
+        ratio = size.ratio
+        rows.append(("output bytes per input byte", "-" if ratio is None else f"{ratio:.2f}"))
     acc = s.accounted()
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>10}" if value != "" else label for label, value in rows]
@@ -225,5 +282,6 @@ def render_summary(s: Summary, elapsed: float, out: Path, crossings: dict[str, i
         f"conservation: {acc['events_in']} events in, {acc['events_out']} in pairs/orphans"
         f" ({'ok' if acc['events_in'] == acc['events_out'] else 'MISMATCH'})"
     )
-    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s)")
+    ran = "" if engine is None else f", {engine} engine"
+    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
     return "\n".join(lines)

@@ -32,7 +32,7 @@ from stream_pairer.cli.options import (
     positive_int,
     tagger_from_args,
 )
-from stream_pairer.errors import ConfigError
+from stream_pairer.errors import ConfigError, NativeUnavailable
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "run"
@@ -283,6 +283,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         engine=engine_config_from_args(args),
         formats=format_config_from_args(args),
         tagger=tagger_from_args(args),
+        engine_choice=args.engine,
         max_records=args.max_records,
         poll_timeout_s=args.poll_timeout,
         tick_interval_s=args.tick_interval,
@@ -387,8 +388,9 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, args.log_format)
     try:
         config = config_from_args(args)
-    except (OSError, ValueError, ConfigError) as err:
+    except (OSError, ValueError, ConfigError, NativeUnavailable) as err:
         print(f"stream-pairer run: {err}", file=sys.stderr)
         return 2
     log.info("Kafka %s: %s", config.bootstrap_servers, config.security.describe())
+    log.info("pairing engine: %s (--engine %s)", config.pairing_engine, config.engine_choice)
     return asyncio.run(serve(config))

@@ -1,0 +1,141 @@
+"""`stream-pairer pair --engine native` writes the same files as `--engine python`.
+
+The whole file job (reader, session ids of Codex logs, oversize lines refused unread, documents,
+the end-of-input flush, the summary) on the examples and every sample log, once per engine: the
+three output files must be byte for byte equal. Failure tagging is always on in `pair` and the
+compiled core does not tag yet (`native.supports`), so the `off` case runs both with no tagger
+(a test-only patch of the command's tagger factory); the `default` case runs the real command
+unchanged and is skipped until the core supports its tagger, when it starts covering tagging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from stream_pairer.cli import options
+from stream_pairer.cli.app import main
+from stream_pairer.cli.commands import pair as pair_command
+from stream_pairer.core import native
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "tests" / "samples").glob("*.jsonl"))
+DOCUMENTS = sorted((REPO / "tests" / "samples" / "documents").glob("*.json"))
+EXAMPLES = [REPO / "examples" / "mixed.jsonl"]
+OUTPUTS = ("pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl")
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+
+
+def _default_tagger() -> Any:
+    args = argparse.ArgumentParser()
+    pair_command.add_arguments(args)
+    return options.tagger_from_args(args.parse_args(["x", "--out", "o"]))
+
+
+def _oversize(tmp_path: Path) -> Path:
+    """A log with a line over --max-record-bytes between readable ones (the reader's reject path)."""
+    path = tmp_path / "oversize.jsonl"
+    call = {"conversation_id": "big", "type": "tool_call", "id": "a", "name": "t", "ts": 1_750_000_000_000}
+    result = {"conversation_id": "big", "type": "tool_result", "id": "a", "content": "x" * 5000}
+    path.write_bytes(orjson.dumps(call) + b"\n" + orjson.dumps(result) + b"\n" + b"{not json\n")
+    return path
+
+
+def _run(engine: str, inputs: list[Path], out: Path, extra: list[str]) -> dict[str, Any]:
+    summary = out.with_suffix(".summary.json")
+    argv = ["pair", *map(str, inputs), "--out", str(out), "-q", "--engine", engine]
+    assert main([*argv, "--summary-json", str(summary), *extra]) == 0
+    body: dict[str, Any] = orjson.loads(summary.read_bytes())
+    assert body.pop("engine") == engine
+    body.pop("seconds")
+    return body
+
+
+@pytest.mark.parametrize("tagging", ["off", "default"])
+@pytest.mark.parametrize(
+    ("case", "extra"),
+    [
+        ("examples", []),
+        ("samples", ["--call-timeout", "5"]),
+        ("samples", ["--raw", "call"]),
+        ("oversize", ["--max-record-bytes", "2000", "--raw", "omit"]),
+    ],
+)
+def test_both_engines_write_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tagging: str, case: str, extra: list[str]
+) -> None:
+    if tagging == "off":
+        monkeypatch.setattr(pair_command, "tagger_from_args", lambda _args: None)
+    elif not native.supports(_default_tagger()):
+        pytest.skip("the compiled core does not run pair's failure tagger yet (native.supports)")
+    by_case = {"examples": EXAMPLES, "samples": [*SAMPLES, *DOCUMENTS], "oversize": [_oversize(tmp_path)]}
+    inputs = by_case[case]
+    py = _run("python", inputs, tmp_path / "py", extra)
+    nat = _run("native", inputs, tmp_path / "native", extra)
+    assert nat == py
+    for name in OUTPUTS:
+        assert (tmp_path / "native" / name).read_bytes() == (tmp_path / "py" / name).read_bytes(), name
+    assert py["records"] > 0
+    if case == "oversize":
+        assert py["dead_letters"] == {"too_large": 1, "invalid_json": 1}
+        assert py["orphans"] == {"orphan_call:end_of_input": 1}
+    else:
+        assert (tmp_path / "py" / "pairs.jsonl").stat().st_size > 0
+
+
+def test_codex_session_ids_reach_the_reader_from_both_engines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Codex `session_meta` names the conversation of the file's later records (`info`): the
+    later records must carry it whichever engine read them."""
+    monkeypatch.setattr(pair_command, "tagger_from_args", lambda _args: None)
+    codex = REPO / "tests" / "samples" / "codex.jsonl"
+    _run("native", [codex], tmp_path / "native", [])
+    _run("python", [codex], tmp_path / "py", [])
+    pairs = (tmp_path / "native" / "pairs.jsonl").read_bytes()
+    assert pairs == (tmp_path / "py" / "pairs.jsonl").read_bytes()
+    convs = {orjson.loads(line)["conversation_id"] for line in pairs.splitlines()}
+    assert convs and all(not c.endswith("codex.jsonl") for c in convs)  # the session id, not the path
+
+
+def test_engine_native_with_tagging_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if native.supports(_default_tagger()) or os.environ.get("STREAM_PAIRER_TEST_UNTAGGED") == "1":
+        pytest.skip("the compiled core runs pair's tagger now (or the run has no tagger)")
+    rc = main(["pair", str(EXAMPLES[0]), "--out", str(tmp_path), "-q", "--engine", "native"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and "--engine native" in err and "tagging" in err
+    assert not (tmp_path / "pairs.jsonl").exists()
+
+
+def test_auto_and_the_environment_variable_choose_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """auto takes the compiled core for a configuration it runs; STREAM_PAIRER_ENGINE sets the
+    default of --engine (the CLI's convention), and the summary names the engine that ran."""
+    monkeypatch.setattr(pair_command, "tagger_from_args", lambda _args: None)
+    monkeypatch.delenv("STREAM_PAIRER_ENGINE", raising=False)
+    argv = ["pair", str(EXAMPLES[0]), "--out", str(tmp_path / "a")]
+    assert main(argv) == 0
+    assert "native engine" in capsys.readouterr().out
+    monkeypatch.setenv("STREAM_PAIRER_ENGINE", "python")
+    assert main(argv) == 0
+    assert "python engine" in capsys.readouterr().out
+
+
+def test_run_with_engine_native_and_tagging_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """The sidecar refuses at start, before connecting (the bootstrap address is never dialled)."""
+    if native.supports(_default_tagger()) or os.environ.get("STREAM_PAIRER_TEST_UNTAGGED") == "1":
+        pytest.skip("the compiled core runs the tagger now (or the run has no tagger)")
+    argv = ["run", "--engine", "native", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "t"]
+    assert main([*argv, "--group-id", "g", "--no-http"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("stream-pairer run: --engine native:")
