@@ -14,6 +14,7 @@ to the orjson round trip and, for `native`, which share of records the fast path
     python bench/native_bench.py                                   # 1k, 100k, 1M conversations
     python bench/native_bench.py --conversations 1000 --records 200000 --repeat 5
     python bench/native_bench.py --canonical-only                  # only the canonical records
+    python bench/native_bench.py --format gemini                   # the same traffic as Gemini records
     python bench/native_bench.py --conversations 100000 --memory   # RSS per open conversation
     python bench/native_bench.py --conversations 1000 --raw omit   # the lean output shape (--raw)
     python bench/native_bench.py --variants orjson native routed partition-python partition-native
@@ -38,6 +39,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datagen
+import stream_formats
 from engine_bench import engine_config
 
 from stream_pairer.core import native
@@ -161,6 +163,9 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
     if args.canonical_only:
         warm = [r for r in warm if b'"type":"tool_' in r[1][:120]]
         recs = [r for r in recs if b'"type":"tool_' in r[1][:120]]
+    if args.format != "mix":  # the same conversations, written as Bedrock / Gemini / MCP records
+        rewriter = stream_formats.Rewriter(args.format)
+        warm, recs = rewriter.records(warm), rewriter.records(recs)
     times: dict[str, list[float]] = {v: [] for v in args.variants}
     share = ""
     for _ in range(args.repeat):
@@ -176,7 +181,11 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
             NATIVE.clear()
             gc.collect()
     base = statistics.median(times["orjson"]) if "orjson" in times else None
-    print(f"K={k:,} open conversations, {len(recs):,} measured records (+{len(warm):,} warm-up)")
+    mean = sum(len(r) for _, r in recs) / len(recs)
+    print(
+        f"K={k:,} open conversations, {len(recs):,} measured records (+{len(warm):,} warm-up), "
+        f"format {args.format}, mean {mean:,.0f} B/record"
+    )
     for v, ts in times.items():
         med = statistics.median(ts)
         us = 1e6 * med / len(recs)
@@ -218,6 +227,12 @@ def main() -> int:
     p.add_argument("--dt-ms", type=float, default=1.0)
     p.add_argument("--variants", nargs="+", default=["orjson", "python", "native"], choices=list(VARIANTS))
     p.add_argument("--canonical-only", action="store_true", help="keep only canonical records")
+    p.add_argument(
+        "--format",
+        choices=["mix", *stream_formats.FORMATS],
+        default="mix",
+        help="mix: datagen's format mix; or its traffic re-written as one stream format",
+    )
     p.add_argument("--memory", action="store_true", help="only the compiled core's RSS per conversation")
     modes = [m.value for m in RawMode]
     p.add_argument(

@@ -275,7 +275,9 @@ pub fn parse(
         return Err("not_an_object");
     }
     let mut m: Vec<Member> = Vec::with_capacity(16);
-    let end = scan::value(raw, start, 0, Some(&mut m)).ok_or("not_canonical")?;
+    // The index lives while this record is read (nested readers step over containers with it).
+    let (end, _index) = scan::value_indexed(raw, start, Some(&mut m));
+    let end = end.ok_or("not_canonical")?;
     if !raw[end..].iter().all(is_ws) {
         return Err("not_canonical");
     }

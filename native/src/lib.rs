@@ -5,8 +5,12 @@
 //! parses it and passes each event to `process` as pre-encoded JSON fragments, so both paths
 //! share one pairing state.
 
+mod bedrock;
 mod canonical;
 mod engine;
+mod envelope;
+mod gemini;
+mod mcp;
 mod messages;
 mod out;
 mod pairid;

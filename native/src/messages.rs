@@ -1,9 +1,11 @@
 //! The fast path for wrapped chat messages: `{conversation_id, ts, message: {...}}` logging
 //! wrappers and Claude Code session lines (`type: assistant|user`), holding an Anthropic
 //! message (`content: [blocks]`), an OpenAI Chat assistant message (`tool_calls`) or an OpenAI
-//! Chat tool result (`role: tool`). Mirrors `_dispatch` / `_message` of
-//! stream_pairer/core/formats/__init__.py, anthropic.py and openai.py for those shapes; any other
-//! shape, or a value whose reading is not certain here, returns Err and goes to Python.
+//! Chat tool result (`role: tool`), or (read by gemini.rs, bedrock.rs, mcp.rs) Gemini parts or
+//! candidates, Bedrock blocks, a Converse `output.message`, an MCP JSON-RPC message. Mirrors
+//! `_dispatch` / `_message` of stream_pairer/core/formats/__init__.py, anthropic.py and openai.py
+//! for those shapes; any other shape, or a value whose reading is not certain here, returns Err
+//! and goes to Python. Records without a `message` object are read by envelope.rs.
 
 use std::borrow::Cow;
 
@@ -79,9 +81,9 @@ pub fn parse(
     key: Option<&str>,
     cfg: &FormatCfg,
 ) -> Result<Vec<Event>, &'static str> {
-    let msg = get(top, b"message")
-        .filter(|x| is_obj(raw, x))
-        .ok_or("other_format")?;
+    let Some(msg) = get(top, b"message").filter(|x| is_obj(raw, x)) else {
+        return crate::envelope::parse(raw, top, source, key, cfg); // not wrapped
+    };
     let mm = scan::members(raw, msg.start).ok_or("not_canonical")?;
     let parts = match get(top, b"type").map(|t| &raw[t.start..t.end]) {
         None | Some(b"null") => {
@@ -126,25 +128,30 @@ fn dispatch_inner<'a>(
         }
         _ => return Err("other_format"),
     }
-    if get(mm, b"jsonrpc").is_some()
-        || present(mm, b, b"output").is_some()
-        || present(mm, b, b"choices").is_some()
-        || present(mm, b, b"candidates").is_some()
-    {
+    if get(mm, b"jsonrpc").is_some() {
+        return crate::mcp::parse(b, mm, (msg.start, msg.end));
+    }
+    if let Some(o) = present(mm, b, b"output") {
+        return crate::envelope::output(b, o);
+    }
+    if present(mm, b, b"choices").is_some() {
         return Err("other_format");
+    }
+    if let Some(c) = present(mm, b, b"candidates") {
+        return crate::gemini::candidates(b, c);
     }
     message(b, mm, msg, b"anthropic")
 }
 
-/// `_message`: tool_calls, role tool, or Anthropic content blocks.
-fn message<'a>(
+/// `_message`: Gemini parts, tool_calls, role tool, or Anthropic / Bedrock content blocks.
+pub fn message<'a>(
     b: &'a [u8],
     mm: &[Member<'a>],
     msg: &Member,
     anthropic_format: &'static [u8],
 ) -> Result<Vec<Part<'a>>, &'static str> {
     if get(mm, b"parts").is_some() {
-        return Err("other_format");
+        return crate::gemini::parts(b, mm);
     }
     if let Some(tc) = present(mm, b, b"tool_calls") {
         return chat_calls(b, tc);
@@ -194,7 +201,10 @@ fn message<'a>(
         }]);
     }
     match get(mm, b"content") {
-        Some(c) if b[c.start] == b'[' => anthropic_blocks(b, c, anthropic_format),
+        Some(c) if b[c.start] == b'[' => match anthropic_blocks(b, c, anthropic_format) {
+            Err(crate::bedrock::UNTYPED) => crate::bedrock::blocks(b, c),
+            found => found,
+        },
         _ => Err("other_format"),
     }
 }
@@ -214,9 +224,9 @@ fn anthropic_blocks<'a>(
         let bm = scan::members(b, s).ok_or("not_canonical")?;
         let bt = get(&bm, b"type")
             .map(|t| &b[t.start..t.end])
-            .ok_or("other_format")?;
+            .ok_or(crate::bedrock::UNTYPED)?;
         if bt[0] != b'"' {
-            return Err("other_format"); // Bedrock blocks (no type) or a wrong type: Python decides
+            return Err(crate::bedrock::UNTYPED); // Bedrock blocks (no type) or a wrong type
         }
         let field = |k: &[u8]| -> &'a [u8] { get(&bm, k).map_or(b"null", |x| &b[x.start..x.end]) };
         if CALL_TYPES.contains(&bt) {

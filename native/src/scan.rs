@@ -26,9 +26,88 @@ pub fn value<'a>(
     depth: u32,
     members: Option<&mut Vec<Member<'a>>>,
 ) -> Option<usize> {
+    walk(b, pos, depth, members, None)
+}
+
+/// (start, end) of every array and object of the record being read, in document order.
+type Spans = Vec<(usize, usize)>;
+
+struct Index {
+    /// The indexed buffer (address and length): an index is only used for the bytes it was
+    /// built from.
+    buf: (usize, usize),
+    spans: Spans,
+}
+
+thread_local! {
+    static INDEX: std::cell::RefCell<Index> =
+        const { std::cell::RefCell::new(Index { buf: (0, 0), spans: Vec::new() }) };
+}
+
+/// Forgets the index of `value_indexed` when dropped (the record has been read).
+pub struct IndexGuard(());
+
+impl Drop for IndexGuard {
+    fn drop(&mut self) {
+        INDEX.with(|i| {
+            if let Ok(mut i) = i.try_borrow_mut() {
+                i.buf = (0, 0);
+            }
+        });
+    }
+}
+
+/// `value` of a whole record that also remembers where each of its arrays and objects ends, until
+/// the guard is dropped: `members` and `elements` on this record then step over a nested container
+/// in one lookup instead of reading it again (a Bedrock payload sits five levels down, and each
+/// level's index used to read it once more).
+pub fn value_indexed<'a>(
+    b: &'a [u8],
+    pos: usize,
+    members: Option<&mut Vec<Member<'a>>>,
+) -> (Option<usize>, IndexGuard) {
+    let guard = IndexGuard(());
+    let end = INDEX.with(|i| {
+        let Ok(mut i) = i.try_borrow_mut() else {
+            return walk(b, pos, 0, members, None);
+        };
+        let mut spans = std::mem::take(&mut i.spans);
+        spans.clear();
+        let end = walk(b, pos, 0, members, Some(&mut spans));
+        i.spans = spans;
+        i.buf = if end.is_some() {
+            (b.as_ptr() as usize, b.len())
+        } else {
+            (0, 0)
+        };
+        end
+    });
+    (end, guard)
+}
+
+/// Where the container at `pos` ends, from the index of `value_indexed` (None: not indexed).
+fn indexed_end(b: &[u8], pos: usize) -> Option<usize> {
+    INDEX.with(|i| {
+        let i = i.try_borrow().ok()?;
+        if i.buf != (b.as_ptr() as usize, b.len()) {
+            return None;
+        }
+        let k = i.spans.binary_search_by_key(&pos, |s| s.0).ok()?;
+        let end = i.spans[k].1;
+        (end > pos).then_some(end)
+    })
+}
+
+fn walk<'a>(
+    b: &'a [u8],
+    pos: usize,
+    depth: u32,
+    members: Option<&mut Vec<Member<'a>>>,
+    spans: Option<&mut Spans>,
+) -> Option<usize> {
     match *b.get(pos)? {
-        b'{' => object(b, pos, depth + 1, members),
-        b'[' => array(b, pos, depth + 1),
+        b'{' => object(b, pos, depth + 1, members, spans),
+        b'[' => array(b, pos, depth + 1, spans),
         b'"' => string(b, pos),
         b't' => literal(b, pos, b"true"),
         b'f' => literal(b, pos, b"false"),
@@ -47,16 +126,21 @@ fn object<'a>(
     pos: usize,
     depth: u32,
     mut members: Option<&mut Vec<Member<'a>>>,
+    mut spans: Option<&mut Spans>,
 ) -> Option<usize> {
     if depth > MAX_DEPTH {
         return None;
     }
+    let slot = spans.as_deref_mut().map(|s| {
+        s.push((pos, 0)); // document order: the end is filled in when the object closes
+        s.len() - 1
+    });
     let mut keys: Vec<&[u8]> = Vec::new();
     // Past a few dozen keys the pairwise check would be quadratic: a set takes over.
     let mut many: Option<rustc_hash::FxHashSet<&[u8]>> = None;
     let mut p = pos + 1;
     if *b.get(p)? == b'}' {
-        return Some(p + 1);
+        return Some(close(spans, slot, p + 1));
     }
     loop {
         let kend = string(b, p)?;
@@ -82,7 +166,7 @@ fn object<'a>(
             return None;
         }
         let vstart = kend + 1;
-        let vend = value(b, vstart, depth, None)?;
+        let vend = walk(b, vstart, depth, None, spans.as_deref_mut())?;
         if let Some(m) = members.as_deref_mut() {
             m.push(Member {
                 key,
@@ -92,25 +176,37 @@ fn object<'a>(
         }
         match *b.get(vend)? {
             b',' => p = vend + 1,
-            b'}' => return Some(vend + 1),
+            b'}' => return Some(close(spans, slot, vend + 1)),
             _ => return None,
         }
     }
 }
 
-fn array(b: &[u8], pos: usize, depth: u32) -> Option<usize> {
+/// Records where the container in `slot` ends; returns that end.
+fn close(spans: Option<&mut Spans>, slot: Option<usize>, end: usize) -> usize {
+    if let (Some(s), Some(k)) = (spans, slot) {
+        s[k].1 = end;
+    }
+    end
+}
+
+fn array(b: &[u8], pos: usize, depth: u32, mut spans: Option<&mut Spans>) -> Option<usize> {
     if depth > MAX_DEPTH {
         return None;
     }
+    let slot = spans.as_deref_mut().map(|s| {
+        s.push((pos, 0));
+        s.len() - 1
+    });
     let mut p = pos + 1;
     if *b.get(p)? == b']' {
-        return Some(p + 1);
+        return Some(close(spans, slot, p + 1));
     }
     loop {
-        let end = value(b, p, depth, None)?;
+        let end = walk(b, p, depth, None, spans.as_deref_mut())?;
         match *b.get(end)? {
             b',' => p = end + 1,
-            b']' => return Some(end + 1),
+            b']' => return Some(close(spans, slot, end + 1)),
             _ => return None,
         }
     }
@@ -244,11 +340,95 @@ fn number(b: &[u8], pos: usize) -> Option<usize> {
     ok.then_some(p)
 }
 
-/// The members of an object already validated by `value` (used for nested objects).
+/// The members of an object already validated by `value` (used for nested objects): an index
+/// only, no checks (the readers ask for the members of a message, its blocks and their fields:
+/// validating each level again read the payloads five or six times). Bytes that were not
+/// validated give None or a wrong index, never a panic. A non-object has no members.
 pub fn members(b: &[u8], start: usize) -> Option<Vec<Member<'_>>> {
     let mut m = Vec::new();
-    value(b, start, 0, Some(&mut m))?;
-    Some(m)
+    if *b.get(start)? != b'{' {
+        return Some(m);
+    }
+    let mut p = start + 1;
+    if *b.get(p)? == b'}' {
+        return Some(m);
+    }
+    loop {
+        let kend = skip_string(b, p)?;
+        let vstart = kend + 1;
+        let vend = skip(b, vstart)?;
+        m.push(Member {
+            key: b.get(p + 1..kend - 1)?,
+            start: vstart,
+            end: vend,
+        });
+        match *b.get(vend)? {
+            b',' => p = vend + 1,
+            b'}' => return Some(m),
+            _ => return None,
+        }
+    }
+}
+
+/// Where the value at `pos` ends, in bytes already validated by `value` (a skip, no checks).
+fn skip(b: &[u8], pos: usize) -> Option<usize> {
+    match *b.get(pos)? {
+        b'"' => skip_string(b, pos),
+        b'{' | b'[' => {
+            if let Some(end) = indexed_end(b, pos) {
+                return Some(end);
+            }
+            let mut depth = 0u32;
+            let mut p = pos;
+            loop {
+                match *b.get(p)? {
+                    b'"' => {
+                        p = skip_string(b, p)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(p + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                p += 1;
+            }
+        }
+        _ => {
+            // a number or literal: ends at the separator after it (values here are never top-level)
+            let mut p = pos;
+            while !matches!(*b.get(p)?, b',' | b'}' | b']') {
+                p += 1;
+            }
+            Some(p)
+        }
+    }
+}
+
+/// The index after the closing quote of the string at `pos` (validated: only escapes matter).
+fn skip_string(b: &[u8], pos: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let mut p = pos + 1;
+    loop {
+        while let Some(chunk) = b.get(p..p + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().ok()?);
+            if (has_zero(x ^ (ONES * b'"' as u64)) | has_zero(x ^ (ONES * b'\\' as u64))) != 0 {
+                break;
+            }
+            p += 8;
+        }
+        match *b.get(p)? {
+            b'"' => return Some(p + 1),
+            b'\\' => p += 2,
+            _ => p += 1,
+        }
+    }
 }
 
 /// The decoded text of a canonical string's raw content (between the quotes).
@@ -285,7 +465,8 @@ pub fn unescape(raw: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The (start, end) ranges of the elements of an array already validated by `value`.
+/// The (start, end) ranges of the elements of an array already validated by `value` (an index
+/// only, as `members`).
 pub fn elements(b: &[u8], start: usize) -> Option<Vec<(usize, usize)>> {
     let mut out = Vec::new();
     let mut p = start + 1;
@@ -293,7 +474,7 @@ pub fn elements(b: &[u8], start: usize) -> Option<Vec<(usize, usize)>> {
         return Some(out);
     }
     loop {
-        let end = value(b, p, 0, None)?;
+        let end = skip(b, p)?;
         out.push((p, end));
         match *b.get(end)? {
             b',' => p = end + 1,

@@ -7,9 +7,11 @@ output), pairs them with a port of engine.py, and writes the output records itse
 
 Contract: for the same input, `NativePipeline.feed` returns exactly the bytes that `Pipeline.feed`
 followed by `orjson.dumps` gives (tests/test_native_differential.py); the Python engine stays the
-executable specification. A record the fast path does not read (any format but a top-level
-canonical event, a value orjson would re-encode differently, a timestamp spelling it does not
-parse, anything that becomes a dead letter) goes through the Python format layer
+executable specification. The fast path reads canonical events, Anthropic / Claude Code, OpenAI
+Chat / legacy / Responses items, Bedrock Converse, Gemini and MCP records (README, "Compiled
+core"). A record it does not read (another format, a record without tool events, a value orjson
+would re-encode differently, a timestamp spelling it does not parse, anything that becomes a dead
+letter) goes through the Python format layer
 (`parse_record`) and its events into the same compiled state; `fallthrough` counts those records
 by reason.
 

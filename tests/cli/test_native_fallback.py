@@ -77,3 +77,30 @@ def test_every_sample_format_gives_the_same_records(tmp_path: Path) -> None:
     assert nat.summary.as_dict() == py.summary.as_dict()
     assert n > 20
     assert nat.core.fast_records > 0 and sum(nat.fallthrough.values()) > 0  # both paths were taken
+
+
+@pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+@pytest.mark.parametrize("name", ["bedrock.jsonl", "gemini.jsonl", "mcp.jsonl"])
+def test_stream_format_samples_take_the_fast_path(name: str) -> None:
+    """The Bedrock, Gemini and MCP sample logs (written from each format's public docs): the same
+    bytes as the Python pipeline, and every line that carries a tool event is read by the compiled
+    core itself; only lines without one (prompts, `initialize`, notifications) go to Python."""
+    from stream_pairer.core.formats import parse_record  # noqa: PLC0415
+
+    path = REPO / "tests" / "samples" / name
+    py = Pipeline(Engine())
+    nat = native.NativePipeline()
+    with_events = 0
+    for line_no, line in enumerate(path.read_bytes().splitlines(), 1):
+        src = {"file": name, "line": line_no}
+        handed_over = sum(nat.fallthrough.values())
+        want = [orjson.dumps(r) for r in py.feed(line, src, key=name)]
+        assert nat.feed(line, src, key=name) == want, f"{name}:{line_no}"
+        carries_events = bool(parse_record(line, src, key=name))
+        with_events += carries_events
+        assert sum(nat.fallthrough.values()) == handed_over + (not carries_events), f"{name}:{line_no}"
+    want = [orjson.dumps(r) for r in py.flush("end_of_input", result_reason="no_call")]
+    assert nat.flush("end_of_input", result_reason="no_call") == want
+    assert nat.summary.as_dict() == py.summary.as_dict()
+    assert with_events >= 4 and nat.core.fast_records == with_events
+    assert set(nat.fallthrough) <= {"no_events"}

@@ -69,6 +69,201 @@ def _arguments(payload: Any) -> st.SearchStrategy[Any]:
     )
 
 
+STREAM_SHAPES = ("bedrock", "gemini", "mcp")
+
+
+def _maybe_padded(draw: st.DrawFn, rid: str | None) -> str | None:
+    """An id as loggers write it: as is, padded with blanks (trimmed by both), or blank (FIFO)."""
+    if rid is None:
+        return draw(st.sampled_from([None, "", "  "]))
+    return draw(st.sampled_from([rid, rid, f" {rid} "]))
+
+
+@st.composite
+def stream_message(
+    draw: st.DrawFn,
+    shape: str,
+    conv: str,
+    is_call: bool,
+    rid: str | None,
+    name: str | None,
+    payload: Any,
+    ts: Any,
+    *,
+    odd: bool,
+) -> dict[str, Any]:
+    """One Bedrock Converse, Gemini or MCP record carrying tool events, wrapped in a logging
+    record, bare, or in the provider's response envelope. With `odd`, sometimes a spelling the
+    fast path must leave to Python (a mixed content array, a wrong type, a message without a tool
+    event, a shape that is a dead letter)."""
+    quirk = draw(st.sampled_from(["none"] * 5 + ["odd"])) if odd else "none"
+    msg: dict[str, Any]
+    if shape == "bedrock":
+        blocks: list[Any] = [{"text": "Let me check."}] if draw(st.booleans()) else []
+        for j in range(draw(st.integers(1, 3))):
+            bid = _maybe_padded(draw, rid if j == 0 else draw(st.one_of(st.none(), st.sampled_from(IDS))))
+            if is_call:
+                use: dict[str, Any] = {"toolUseId": bid, "name": name, "input": payload}
+                if bid is None and draw(st.booleans()):
+                    del use["toolUseId"]
+                blocks.append({"toolUse": use})
+            else:
+                res: dict[str, Any] = {
+                    "toolUseId": bid,
+                    "content": draw(st.sampled_from([[{"json": payload}], [{"text": "done"}], payload])),
+                }
+                status = draw(st.sampled_from(["absent", "success", "error", "null"]))
+                if status != "absent":
+                    res["status"] = None if status == "null" else status
+                blocks.append({"toolResult": res})
+        if quirk == "odd":
+            blocks.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            {"type": "text", "text": "an Anthropic block beside Bedrock ones"},
+                            {"toolResult": {"toolUseId": "a", "status": 1}},
+                            {"toolUse": "not an object"},
+                            {"toolUse": {"toolUseId": "a", "input": {}}},  # no name: a dead letter
+                            {"type": 3},
+                        ]
+                    )
+                )
+            )
+        msg = {"role": "assistant" if is_call else "user", "content": blocks}
+        wrap = draw(st.sampled_from(["wrapped", "bare", "envelope", "claude_code"]))
+    elif shape == "gemini":
+        parts: list[Any] = [{"text": "Sure."}] if draw(st.booleans()) else []
+        snake = draw(st.booleans())  # the Python SDK's model_dump() spelling
+        for j in range(draw(st.integers(1, 3))):
+            pid = _maybe_padded(draw, rid if j == 0 else draw(st.one_of(st.none(), st.sampled_from(IDS))))
+            body: dict[str, Any] = {"name": name}
+            if pid is not None or draw(st.booleans()):
+                body["id"] = pid  # Gemini ids are optional: absent, null, or blank pair FIFO
+            if is_call:
+                body["args"] = payload
+                parts.append({"function_call" if snake else "functionCall": body})
+            else:
+                if name is None:
+                    del body["name"]
+                body["response"] = draw(
+                    st.sampled_from(
+                        [
+                            {"output": payload},
+                            {"error": {"code": 503, "message": "hub offline"}},
+                            {"error": None, "output": payload},
+                            payload,
+                        ]
+                    )
+                )
+                parts.append({"function_response" if snake else "functionResponse": body})
+            if draw(st.booleans()):
+                parts[-1]["thoughtSignature"] = "CiQB0e2K"
+        if quirk == "odd":
+            parts.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            "not a part",
+                            {"functionCall": {"args": {}}},  # no name: a dead letter
+                            {"functionResponse": [1]},
+                            {"functionCall": {"name": 7}},
+                        ]
+                    )
+                )
+            )
+        msg = {"role": "model" if is_call else "user", "parts": parts}
+        wrap = draw(st.sampled_from(["wrapped", "bare", "envelope", "wrapped_envelope", "claude_code"]))
+    else:
+        jid: Any = draw(st.sampled_from([rid, IDS.index(rid)])) if rid is not None else None
+        msg = {"jsonrpc": "2.0"}
+        if jid is not None or draw(st.booleans()):
+            msg["id"] = jid
+        if is_call:
+            msg |= {"method": "tools/call", "params": {"name": name, "arguments": payload}}
+            if draw(st.booleans()):
+                msg["params"]["_meta"] = {"progressToken": "p-1"}
+        else:
+            result = draw(st.sampled_from(["content", "content", "structured", "error", "flag_only"]))
+            if result == "error":
+                msg["error"] = {"code": -32602, "message": "Unknown tool"}
+            elif result == "structured":
+                msg["result"] = {"structuredContent": payload}
+            elif result == "flag_only":
+                msg["result"] = {"isError": draw(st.booleans()), "content": payload}
+            else:
+                msg["result"] = {"content": [{"type": "text", "text": "ok"}], "structuredContent": payload}
+                if draw(st.booleans()):
+                    msg["result"]["isError"] = draw(st.sampled_from([True, False, None]))
+        if quirk == "odd":
+            msg = draw(
+                st.sampled_from(
+                    [
+                        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
+                        {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}},
+                        {"jsonrpc": "2.0", "id": 1, "result": None},
+                        {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": "yes"}},
+                        {"jsonrpc": "2.0", "id": 1, "method": "tools/call"},  # no params: a dead letter
+                        {"jsonrpc": "2.0", "id": 1},  # none of method, result, error
+                        {"jsonrpc": "2.0", "id": 1.5, "error": {"code": 1}},
+                    ]
+                )
+            )
+        wrap = draw(st.sampled_from(["wrapped", "bare"]))
+    if wrap == "claude_code":
+        rec: dict[str, Any] = {"type": "assistant" if is_call else "user", "sessionId": conv}
+        rec |= {"timestamp": ts, "message": msg}
+        return rec
+    rec = {"conversation_id": conv}
+    if ts is not None:
+        rec[draw(st.sampled_from(["ts", "timestamp", "createTime"]))] = ts
+    if wrap == "wrapped":
+        rec["message"] = msg
+    elif wrap == "bare":
+        rec |= msg
+    elif shape == "bedrock":  # a Converse response: the model's message under output
+        rec |= {"output": {"message": msg}, "stopReason": "tool_use", "usage": {"inputTokens": 3}}
+    else:  # a generateContent response: the content under candidates
+        candidates = [{"content": msg, "finishReason": "STOP"}]
+        if draw(st.booleans()):
+            candidates.append({"finishReason": "SAFETY"})  # a blocked candidate has no content
+        envelope = {"candidates": candidates, "modelVersion": "gemini-2.5-flash"}
+        if wrap == "wrapped_envelope":
+            rec["message"] = envelope
+        else:
+            rec |= envelope
+    return rec
+
+
+def _event_time(draw: st.DrawFn, ms: int) -> Any:
+    """The record's time in one of the spellings both paths read, or none (undated)."""
+    ts_kind = draw(st.sampled_from(["iso", "iso", "offset", "epoch_ms", "epoch_s", "none"]))
+    return {
+        "iso": _iso(ms, "Z"),
+        "offset": _iso(ms, "+00:00"),
+        "epoch_ms": ms,
+        "epoch_s": ms / 1000,
+        "none": None,
+    }[ts_kind]
+
+
+@st.composite
+def stream_records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, float | None]:
+    """A well-formed Bedrock, Gemini or MCP record with tool events, as orjson writes it: the
+    fast path must read every one of them itself."""
+    conv = draw(st.sampled_from(CONVS))
+    is_call = draw(st.booleans())
+    ms = T0 + skew[conv] + draw(st.integers(0, 40)) * 250
+    shape = draw(st.sampled_from(STREAM_SHAPES))
+    rid = draw(st.one_of(st.none(), st.sampled_from(IDS)))
+    name = draw(st.sampled_from(NAMES)) if is_call else draw(st.one_of(st.sampled_from(NAMES), st.none()))
+    rec = draw(
+        stream_message(shape, conv, is_call, rid, name, draw(payloads()), _event_time(draw, ms), odd=False)
+    )
+    key = draw(st.one_of(st.none(), st.just(conv)))
+    return orjson.dumps(rec), key, draw(st.one_of(st.none(), st.just(float(ms + 5))))
+
+
 @st.composite
 def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, float | None]:
     """One input record: (bytes, Kafka key, arrival ms)."""
@@ -76,18 +271,13 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
     is_call = draw(st.booleans())
     step = draw(st.integers(0, 40))
     ms = T0 + skew[conv] + step * 250
-    shape = draw(st.sampled_from(["canonical"] * 6 + ["anthropic", "openai", "responses", "legacy"]))
+    shape = draw(
+        st.sampled_from(["canonical"] * 6 + ["anthropic", "openai", "responses", "legacy", *STREAM_SHAPES])
+    )
     rid = draw(st.one_of(st.none(), st.sampled_from(IDS)))
     name = draw(st.one_of(st.sampled_from(NAMES), st.none())) if not is_call else draw(st.sampled_from(NAMES))
     payload = draw(payloads())
-    ts_kind = draw(st.sampled_from(["iso", "iso", "offset", "epoch_ms", "epoch_s", "none"]))
-    ts: Any = {
-        "iso": _iso(ms, "Z"),
-        "offset": _iso(ms, "+00:00"),
-        "epoch_ms": ms,
-        "epoch_s": ms / 1000,
-        "none": None,
-    }[ts_kind]
+    ts = _event_time(draw, ms)
     key = draw(st.one_of(st.none(), st.just(conv)))
     arrival = draw(st.one_of(st.none(), st.just(float(ms + 5))))
     rec: dict[str, Any]
@@ -106,6 +296,10 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
             rec["is_error"] = draw(st.sampled_from([True, False, None]))
         if ts is not None:
             rec[draw(st.sampled_from(["ts", "timestamp", "created_at"]))] = ts
+    elif shape in STREAM_SHAPES:
+        rec = draw(stream_message(shape, conv, is_call, rid, name, payload, ts, odd=True))
+        if key is not None and "conversation_id" in rec and draw(st.booleans()):
+            rec["conversation_id"] = None  # the Kafka key is the conversation id
     elif shape == "anthropic":
         n_blocks = draw(st.integers(1, 3))
         blocks: list[Any] = [{"type": "text", "text": "thinking aloud"}] if draw(st.booleans()) else []
@@ -133,11 +327,13 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
                 "timestamp": ts,
                 "message": msg,
             }
-        else:
+        elif draw(st.booleans()):
             rec = {"conversation_id": conv, "message": msg}
             rec["ts" if draw(st.booleans()) else "other"] = ts
             if draw(st.booleans()):
                 msg["ts"] = _iso(ms + 7, "Z")  # read only when the wrapper has no timestamp
+        else:  # a bare message, its time beside it
+            rec = {"conversation_id": conv, "ts": ts, **msg}
     elif shape == "responses":
         rec = {"conversation_id": conv, "created_at": ts}
         if is_call:
@@ -159,7 +355,8 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
             msg = {"role": "function", "content": payload}
             if name is not None:
                 msg["name"] = name
-        rec = {"conversation_id": conv, "ts": ts, "message": msg}
+        rec = {"conversation_id": conv, "ts": ts}
+        rec |= msg if draw(st.booleans()) else {"message": msg}  # bare, or in a logging wrapper
     else:
         if is_call:
             args = draw(
@@ -181,7 +378,8 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
             msg = {"role": "tool", "tool_call_id": rid or "", "content": payload}
             if name is not None:
                 msg["name"] = name
-        rec = {"conversation_id": conv, "ts": ts, "message": msg}
+        rec = {"conversation_id": conv, "ts": ts}
+        rec |= msg if draw(st.booleans()) else {"message": msg}  # bare, or in a logging wrapper
     encoding = draw(st.sampled_from(["orjson"] * 6 + ["spaced", "ascii", "trailing_nl"]))
     if encoding == "spaced":
         raw = json.dumps(rec, ensure_ascii=False).encode()
@@ -195,7 +393,7 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
+def scenarios(draw: st.DrawFn, *, well_formed_streams: bool = False) -> tuple[EngineConfig, list[Any]]:
     skew = {c: draw(st.integers(-20_000, 20_000)) for c in CONVS}  # per-conversation clocks
     cfg = EngineConfig(
         call_timeout_ms=float(draw(st.sampled_from([1_000, 3_000, 8_000, 600_000]))),
@@ -208,7 +406,8 @@ def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
         max_closed_ids=draw(st.integers(0, 6)),
         raw=draw(st.sampled_from(list(RawMode))),  # --raw: the side shapes of every mode
     )
-    base = draw(st.lists(records(skew), min_size=1, max_size=40))
+    record = stream_records if well_formed_streams else records
+    base = draw(st.lists(record(skew), min_size=1, max_size=40))
     ops: list[Any] = []
     for rec in base:
         ops.append(("feed", rec))
@@ -220,7 +419,7 @@ def scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any]]:
     return cfg, ops
 
 
-def _run_both(cfg: EngineConfig, ops: list[Any]) -> None:
+def _run_both(cfg: EngineConfig, ops: list[Any]) -> native.NativePipeline:
     py = Pipeline(Engine(cfg))
     nat = native.NativePipeline(cfg)
     for i, (op, arg) in enumerate(ops):
@@ -240,12 +439,24 @@ def _run_both(cfg: EngineConfig, ops: list[Any]) -> None:
     assert nat.flush("end_of_input", result_reason="no_call") == want
     assert nat.summary.as_dict() == py.summary.as_dict()
     assert dict(nat.core.evictions) == {k: v for k, v in py.engine.evictions.items() if v}
+    return nat
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_same_output_bytes_as_the_python_engine(scenario: tuple[EngineConfig, list[Any]]) -> None:
     _run_both(*scenario)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(well_formed_streams=True))
+def test_stream_formats_are_read_by_the_fast_path(scenario: tuple[EngineConfig, list[Any]]) -> None:
+    """Bedrock, Gemini and MCP traffic (id-less Gemini calls, MCP `error` and `isError` results,
+    Bedrock `status: error`, every envelope): identical bytes, and not one record handed to Python."""
+    nat = _run_both(*scenario)
+    assert nat.fallthrough == {}
+    assert nat.core.fast_records == nat.core.records
+    assert set(nat.summary.events_by_format) <= set(STREAM_SHAPES)
 
 
 @pytest.mark.parametrize("mode", list(RawMode))
@@ -364,6 +575,102 @@ FAST = {
 }
 
 
+# One record of each stream format and envelope: (record, the format its events are counted under).
+STREAM_FAST: dict[str, tuple[dict[str, Any], str]] = {
+    "bedrock_bare_call": (
+        {
+            "conversation_id": "c",
+            "role": "assistant",
+            "content": [{"text": "x"}, {"toolUse": {"toolUseId": "a", "name": "n", "input": {"q": 1}}}],
+        },
+        "bedrock",
+    ),
+    "bedrock_converse_response": (
+        {
+            "session_id": "c",
+            "ts": "2025-02-11T07:30:01.218Z",
+            "output": {
+                "message": {"role": "assistant", "content": [{"toolUse": {"toolUseId": "a", "name": "n"}}]}
+            },
+            "stopReason": "tool_use",
+        },
+        "bedrock",
+    ),
+    "bedrock_wrapped_error_result": (
+        {
+            "conversation_id": "c",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"toolResult": {"toolUseId": "a", "content": [{"text": "no"}], "status": "error"}}
+                ],
+            },
+        },
+        "bedrock",
+    ),
+    "gemini_idless_call": (
+        {"conversation_id": "c", "role": "model", "parts": [{"functionCall": {"name": "n", "args": {}}}]},
+        "gemini",
+    ),
+    "gemini_candidates": (
+        {
+            "conversation_id": "c",
+            "createTime": "2025-06-18T13:21:44.809105Z",
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"functionCall": {"id": "a", "name": "n"}}]}}
+            ],
+        },
+        "gemini",
+    ),
+    "gemini_wrapped_snake_error": (
+        {
+            "conversation_id": "c",
+            "message": {
+                "role": "user",
+                "parts": [{"function_response": {"id": None, "name": "n", "response": {"error": "boom"}}}],
+            },
+        },
+        "gemini",
+    ),
+    "mcp_wrapped_call": (
+        {
+            "session_id": "c",
+            "ts": "2025-06-20T10:00:03.100Z",
+            "message": {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "n", "arguments": {}},
+            },
+        },
+        "mcp",
+    ),
+    "mcp_bare_is_error": (
+        {"conversation_id": "c", "jsonrpc": "2.0", "id": "r", "result": {"content": [], "isError": True}},
+        "mcp",
+    ),
+    "mcp_error_member": (
+        {"conversation_id": "c", "message": {"jsonrpc": "2.0", "id": 4, "error": {"code": -32602}}},
+        "mcp",
+    ),
+    "openai_bare_tool_message": (
+        {"conversation_id": "c", "role": "tool", "tool_call_id": "a", "content": "ok"},
+        "openai_chat",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STREAM_FAST))
+def test_each_stream_shape_is_read_without_python(case: str) -> None:
+    rec, fmt = STREAM_FAST[case]
+    nat = native.NativePipeline()
+    raw = orjson.dumps(rec)
+    want = [orjson.dumps(r) for r in Pipeline(Engine()).feed(raw, {"line": 1})]
+    assert nat.feed(raw, {"line": 1}) == want
+    assert nat.fallthrough == {}
+    assert nat.summary.events_by_format == {fmt: 1}
+
+
 @pytest.mark.parametrize("fmt", sorted(FAST))
 def test_each_fast_format_is_read_without_python(fmt: str) -> None:
     nat = native.NativePipeline()
@@ -378,7 +685,34 @@ def test_each_fast_format_is_read_without_python(fmt: str) -> None:
     ("raw", "reason"),
     [
         (json.dumps(FAST["canonical"]).encode(), "not_canonical"),  # spaces orjson would drop
-        (b'{"conversation_id":"c","candidates":[{"content":{"parts":[]}}]}', "other_format"),  # Gemini
+        (b'{"conversation_id":"c","candidates":[{"content":{"parts":[]}}]}', "no_events"),  # Gemini
+        (b'{"conversation_id":"c","choices":[{"message":{"role":"assistant"}}]}', "other_format"),
+        # a Bedrock block beside an Anthropic one: Python reads both kinds, the fast path neither
+        (
+            b'{"conversation_id":"c","role":"assistant","content":[{"type":"text","text":"hi"},'
+            b'{"toolUse":{"toolUseId":"a","name":"n","input":{}}}]}',
+            "mixed_blocks",
+        ),
+        (
+            b'{"conversation_id":"c","role":"assistant","content":[{"toolUse":{"toolUseId":"a"}}]}',
+            "missing_name",
+        ),
+        (b'{"conversation_id":"c","role":"user","content":[{"toolResult":{"status":true}}]}', "field_type"),
+        (b'{"conversation_id":"c","role":"user","parts":[{"text":"hi"}]}', "no_events"),  # a request start
+        (b'{"conversation_id":"c","role":"model","parts":{"functionCall":{"name":"n"}}}', "field_type"),
+        (b'{"conversation_id":"c","jsonrpc":"2.0","method":"notifications/progress"}', "no_events"),
+        (
+            b'{"conversation_id":"c","jsonrpc":"2.0","id":1,"result":{"content":[],"isError":"no"}}',
+            "field_type",
+        ),
+        (b'{"conversation_id":"c","message":{"jsonrpc":"2.0","id":1}}', "unknown_shape"),
+        (
+            b'{"conversation_id":"c","message":{"jsonrpc":"2.0","id":1,"method":"tools/call"}}',
+            "missing_field",
+        ),
+        (b'{"conversation_id":"c","jsonrpc":"2.0","id":true,"error":{"code":1}}', "field_type"),
+        # a bare message whose time would be read from a wire exchange's request: Python's
+        (b'{"conversation_id":"c","request":{"ts":1},"jsonrpc":"2.0","id":1,"error":{}}', "other_format"),
         (b'{"conversation_id":"c","type":"tool_call","name":"n","ts":"15 June 2025"}', "ts"),
         (b"[1]", "not_an_object"),
     ],
