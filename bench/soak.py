@@ -15,6 +15,7 @@ the binding bound. Every `--sample` seconds the sidecar's RSS (/proc) and its
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 import uuid
@@ -62,28 +63,16 @@ def orphans_by_reason(text: str) -> dict[str, float]:
     return out
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bootstrap-servers")
-    p.add_argument("--duration", type=float, default=600.0, help="seconds of steady traffic")
-    p.add_argument("--rate", type=int, default=2000)
-    p.add_argument("--conversations", type=int, default=100_000)
-    p.add_argument("--call-timeout", type=float, default=20.0, help="seconds (event time)")
-    p.add_argument("--max-held-bytes", type=int, default=16 * 2**20)
-    p.add_argument("--max-conversations", type=int, default=100_000)
-    p.add_argument("--partitions", type=int, default=4)
-    p.add_argument("--sample", type=float, default=5.0)
-    p.add_argument("--exactly-once", action="store_true")
-    p.add_argument("--http-port", type=int, default=19490)
-    args = p.parse_args()
-    broker = kb.Broker(args.bootstrap_servers)
-    b = broker.bootstrap
-    topic = f"bench-soak-{uuid.uuid4().hex[:6]}"
-    kb.create_topics(
-        b, [topic, f"{topic}.pairs", f"{topic}.orphans", f"{topic}.dead-letter"], args.partitions
-    )
+def sidecar_cmd(args: argparse.Namespace, b: str, topic: str, trace: Path) -> list[str]:
+    """The sidecar's command line; under tracemalloc (bench/traced_run.py) with --trace."""
+    runner = (
+        ["stream-pairer"]
+        if args.trace is None
+        else [PY, "bench/traced_run.py", "--every", str(args.trace), "--baseline",
+              str(args.trace_baseline), "--out", str(trace), *shlex.split(args.trace_args), "--"]
+    )  # fmt: skip
     cmd = [
-        "stream-pairer",
+        *runner,
         "run",
         "--bootstrap-servers",
         b,
@@ -106,8 +95,46 @@ def main() -> int:
     ]
     if args.exactly_once:
         cmd.append("--exactly-once")
+    return cmd
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap-servers")
+    p.add_argument("--duration", type=float, default=600.0, help="seconds of steady traffic")
+    p.add_argument("--rate", type=int, default=2000)
+    p.add_argument("--conversations", type=int, default=100_000)
+    p.add_argument("--call-timeout", type=float, default=20.0, help="seconds (event time)")
+    p.add_argument("--max-held-bytes", type=int, default=16 * 2**20)
+    p.add_argument("--max-conversations", type=int, default=100_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--sample", type=float, default=5.0)
+    p.add_argument("--exactly-once", action="store_true")
+    p.add_argument("--http-port", type=int, default=19490)
+    p.add_argument(
+        "--trace", type=float, metavar="SECONDS",
+        help="run the sidecar under tracemalloc (bench/traced_run.py), a sample every SECONDS, the "
+        "baseline after --trace-baseline seconds; written to bench data dir <topic>.trace.txt",
+    )  # fmt: skip
+    p.add_argument("--trace-baseline", type=float, default=120.0)
+    p.add_argument(
+        "--trace-args", default="--gc-probe",
+        help="more bench/traced_run.py options, e.g. '--frames 5 --gc-probe'",
+    )  # fmt: skip
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    broker = kb.Broker(args.bootstrap_servers)
+    b = broker.bootstrap
+    topic = f"bench-soak-{uuid.uuid4().hex[:6]}"
+    kb.create_topics(
+        b, [topic, f"{topic}.pairs", f"{topic}.orphans", f"{topic}.dead-letter"], args.partitions
+    )
+    trace = kb.DATA_DIR / f"{topic}.trace.txt"
     log = kb.DATA_DIR / f"{topic}.log"
-    side = kb.spawn(cmd, log)
+    side = kb.spawn(sidecar_cmd(args, b, topic, trace), log)
     samples: list[dict[str, Any]] = []
     try:
         wait_ready(args.http_port)
@@ -132,7 +159,7 @@ def main() -> int:
         print(
             f"soak: {args.rate}/s for {args.duration:.0f}s over {args.conversations:,} conversations, "
             f"call timeout {args.call_timeout}s, max held bytes {args.max_held_bytes / 2**20:.0f} MiB; "
-            f"load {common.loadavg()}",
+            f"load {common.loadavg()}" + (f"; tracemalloc samples in {trace}" if args.trace else ""),
             flush=True,
         )
         while prod.poll() is None:
@@ -189,6 +216,7 @@ def main() -> int:
         "timeout_orphans": timeouts,
         "orphans_by_reason": orphans_by_reason(final_metrics),
         "exactly_once": args.exactly_once,
+        "traced": args.trace is not None,
         "samples": samples,
         "kafka": broker.version,
     }

@@ -841,6 +841,12 @@ impl Engine {
             if let Some(id) = &h.ev.id {
                 if c.calls_by_id.get(id) == Some(&seq) {
                     c.calls_by_id.remove(id);
+                    if c.calls_by_id.is_empty() {
+                        // A map keeps its capacity when emptied: replaced, so an idle conversation
+                        // keeps no table sized for its busiest moment (the RSS creep the Python
+                        // engine's `_release` explains; it clears its dicts for the same reason).
+                        c.calls_by_id = HashMap::default();
+                    }
                 }
             }
             self.open_calls -= 1;
@@ -849,6 +855,9 @@ impl Engine {
             w.retain(|&s| s != seq);
             if w.is_empty() {
                 c.pending.shift_remove(id);
+                if c.pending.is_empty() {
+                    c.pending = IndexMap::default(); // see calls_by_id above
+                }
             }
             self.pending_results -= 1;
         } else {
@@ -856,7 +865,9 @@ impl Engine {
             self.pending_results -= 1;
         }
         if !c.timers.is_empty() && c.holds_nothing() {
-            c.timers.clear(); // all stale: the conversation holds nothing
+            // All stale: the conversation holds nothing. Replaced, not cleared: `clear` keeps the
+            // heap's capacity (see calls_by_id above).
+            c.timers = BinaryHeap::new();
         }
         Some(h)
     }

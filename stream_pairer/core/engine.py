@@ -523,16 +523,30 @@ class Engine:
         ev = held.event
         conv = held.conv
         self.held_bytes -= held_cost(ev.size)
+        # A dict keeps its table when its entries are deleted, so each container below is cleared
+        # (which frees the table) the moment it empties: otherwise every idle conversation would
+        # keep tables sized for the busiest moment of its past, and the process would grow with
+        # the number of conversations that ever had one (the RSS creep of BENCHMARKS.md part 4:
+        # +2-3 MiB a minute at 100k conversations, long after held bytes were flat).
         if ev.is_call:
-            conv.open_calls.pop(held.seq, None)
-            if ev.id is not None and conv.calls_by_id.get(ev.id) is held:
-                del conv.calls_by_id[ev.id]
+            open_calls = conv.open_calls
+            open_calls.pop(held.seq, None)
+            if not open_calls:
+                open_calls.clear()
+            by_id = conv.calls_by_id
+            if ev.id is not None and by_id.get(ev.id) is held:
+                del by_id[ev.id]
+                if not by_id:
+                    by_id.clear()
             self.open_calls -= 1
         elif ev.id is not None:
-            waiting = conv.pending_results[ev.id]
+            pending = conv.pending_results
+            waiting = pending[ev.id]
             waiting.remove(held)
             if not waiting:
-                del conv.pending_results[ev.id]
+                del pending[ev.id]
+                if not pending:
+                    pending.clear()
             self.pending_results -= 1
         else:
             early = conv.early_results

@@ -497,9 +497,12 @@ class FailureTagger:
 
     def _forget_oldest(self) -> None:
         old_state, old_key, old_serial = self._states.popleft(), self._keys.popleft(), self._serials.popleft()
-        entry = old_state.seen.get(old_key)
+        seen = old_state.seen
+        entry = seen.get(old_key)
         if entry is not None and entry[3] == old_serial:
-            del old_state.seen[old_key]
+            del seen[old_key]
+            if not seen:
+                seen.clear()  # frees the table a deletion keeps (see Engine._release)
 
     # -- records, just before they are emitted ---------------------------------------------
 

@@ -8,6 +8,7 @@ weaker diagnosis (an unknown id, `no_call`, instead of `duplicate_result` / `lat
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ from stream_pairer.core.engine import (
     held_cost,
 )
 from stream_pairer.core.model import ToolEvent
+from stream_pairer.core.state import Conversation
+from stream_pairer.core.tagging import FailureTagger
 from tests.core.engine_helpers import call, key, members, result
 
 
@@ -204,3 +207,37 @@ def test_conversation_and_closed_ids_are_charged_to_the_held_bytes_limit() -> No
     assert e.id_bytes == sum(len(c) + len(f"k{int(c[:4])}") for c in e._convs)
     e.flush()
     assert e.id_bytes == 0
+
+
+def container_bytes(conv: Conversation) -> int:
+    """What a conversation's per-event containers cost themselves (their tables, not the entries)."""
+    seen = conv.tags.seen if conv.tags is not None else {}
+    return sum(sys.getsizeof(c) for c in (conv.calls_by_id, conv.open_calls, conv.pending_results, seen))
+
+
+def test_an_idle_conversation_costs_the_same_whatever_it_held_before() -> None:
+    """A dict keeps its table when its entries are deleted: unless the emptied containers are
+    cleared, a conversation that once held 40 parallel calls, 40 results for unknown ids or 40
+    remembered call hashes keeps tables sized for them for as long as it is remembered (the
+    conversation TTL, an hour by default), and the process grows with every conversation that
+    ever had a busy moment while every state gauge is flat (the soak's RSS creep, BENCHMARKS.md)."""
+    e = Engine(
+        EngineConfig(result_grace_ms=100, call_timeout_ms=1_000),
+        tagger=FailureTagger(max_hashes_total=40),
+    )
+    e.advance(0.0)
+    out = run(e, [*paired("quiet", "q0", ts=0), result("quiet", "unknown", ts=0)])
+    busy = [call("busy", f"b{i}", ts=1, args={"i": i}) for i in range(40)]
+    busy += [result("busy", f"b{i}", ts=2) for i in range(40)]
+    busy += [result("busy", f"unknown{i}", ts=3) for i in range(40)]
+    out += run(e, busy)
+    # Forty newer calls elsewhere push every remembered hash of both conversations out.
+    flood = [ev for i in range(40) for ev in paired("flood", f"f{i}", ts=4)]
+    out += run(e, [ev for ev in flood if ev.is_call]) + run(e, [ev for ev in flood if not ev.is_call])
+    out += e.advance(10_000.0)  # the held results' grace is over: orphans, nothing held any more
+    assert e.open_calls == e.pending_results == e.held_bytes == 0
+    assert reasons(out).count(("orphan_result", "no_call")) == 41
+    convs = e._convs
+    assert not convs["busy"].tags.seen and not convs["quiet"].tags.seen
+    assert container_bytes(convs["busy"]) == container_bytes(convs["quiet"])
+    assert container_bytes(convs["quiet"]) == container_bytes(Conversation("fresh", tags=convs["quiet"].tags))
