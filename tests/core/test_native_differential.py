@@ -782,7 +782,7 @@ def test_canonical_result_with_id_and_call_id_reads_alike() -> None:
     "source",
     [
         {"topic": "t", "partition": 3, "offset": 7},  # the usual one: keys out of order
-        {"z\"q": 1, "z": 2, "a\\b": 3, "\u00e9": 4, "\x01": 5, "ü": 6, "\U0001f600": 7},  # escaped, non-ASCII
+        {'z"q': 1, "z": 2, "a\\b": 3, "\u00e9": 4, "\x01": 5, "ü": 6, "\U0001f600": 7},  # escaped, non-ASCII
         {"b": {"y": [1, {"d": 1, "c": 2.5}], "x": None}, "a": [], "c": {}},  # nested, empty
     ],
 )
