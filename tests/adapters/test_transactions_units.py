@@ -138,3 +138,16 @@ async def test_closing_a_partition_drops_its_held_outputs_unsent() -> None:
     assert not [c for c in producer.calls if c[0] == "batch"]
     assert producer.calls[-2:] == [("abort",), ("stop",)]
     assert d.held(tp) == 0 and d.held(other) == 7  # the other partition's transaction is untouched
+
+
+async def test_answers_of_two_producers_out_of_offset_order_are_not_a_recreated_topic() -> None:
+    """Each input partition's producer writes to the same output partitions; their answers come in
+    any order. Before, an answer overtaken by another producer's read as a re-created output topic,
+    and every exactly-once run rebuilt all its partitions (issue 15)."""
+    tp0, tp1 = TopicPartition("in", 0), TopicPartition("in", 1)
+    d = delivery(RecordingProducer(), tp0)
+    d._track(tp1).on_ack(RecordMetadata("in.pairs", 0, None, 150, -1, -1, 0), 50)  # 150..199
+    d._track(tp0).on_ack(RecordMetadata("in.pairs", 0, None, 100, -1, -1, 0), 50)  # 100..149, later
+    assert d.recreated == set()
+    d._track(tp0).on_ack(RecordMetadata("in.pairs", 0, None, 0, -1, -1, 0), 10)  # its own went back
+    assert d.recreated == {"in.pairs"}

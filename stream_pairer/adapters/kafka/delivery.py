@@ -211,8 +211,8 @@ class Delivery:
         self.checkpoints = checkpoints
         self.metrics = metrics
         self.limits: dict[str, int] = {}  # output topic -> the size each record is fitted under
-        # output partition -> the last offset of the newest acknowledged batch
-        self._acked_offsets: dict[tuple[str, int], int] = {}
+        # (producer, output topic, partition) -> the last offset of its newest acknowledged batch
+        self._acked_offsets: dict[tuple[Any, str, int], int] = {}
         self.recreated: set[str] = set()  # output topics seen deleted and re-created (see _acked)
         self._pending: dict[TopicPartition, _Pending] = {}
         self._partitioner = KeyPartitioner()
@@ -275,17 +275,29 @@ class Delivery:
     def _track(self, tp: TopicPartition) -> _Pending:
         pending = self._pending.get(tp)
         if pending is None:
-            pending = self._pending[tp] = _Pending(on_error=self._refused_send, on_ack=self._acked)
+            on_ack = functools.partial(self._acked, source=self._producer_of(tp))
+            pending = self._pending[tp] = _Pending(on_error=self._refused_send, on_ack=on_ack)
         return pending
 
-    def _acked(self, meta: Any, records: int = 1) -> None:
+    def _producer_of(self, tp: TopicPartition) -> Any:
+        """Which producer sends the outputs of input partition `tp` (a key of `_acked`): at-least-
+        once one producer sends them all (None); exactly-once, the partition's own."""
+        return None
+
+    def _acked(self, meta: Any, records: int = 1, source: Any = None) -> None:
         """Offsets of one output partition only grow: an acknowledged batch whose base offset is
         below the last offset of a batch acknowledged before means the topic was deleted and
         re-created (the broker's auto-creation brings it back the moment our producer asks for it,
         so it never looks missing): what was written to the old one is gone, and the sidecar must
         rebuild to write it again. The last offset, not the base: one batch of n outputs written at
-        0 and the re-created topic's first batch at 0 again must differ (`records` is n)."""
-        key = (meta.topic, meta.partition)
+        0 and the re-created topic's first batch at 0 again must differ (`records` is n).
+
+        Per producer (`source`): one producer's batches to a partition are acknowledged in the
+        order they were written (one request in flight per broker), but the answers of several
+        producers writing to the same partition (exactly-once: one per input partition) come in
+        any order, and comparing them read every overtaken answer as a re-created topic: the
+        sidecar rebuilt all its partitions again and again in every exactly-once run (issue 15)."""
+        key = (source, meta.topic, meta.partition)
         last = self._acked_offsets.get(key)
         if last is not None and meta.offset < last:
             self.recreated.add(meta.topic)

@@ -64,6 +64,9 @@ class ExactlyOnce(Delivery):
         """Outputs of the partition's open transaction not handed to the client yet."""
         return sum(b.builder.record_count() for b in self._held.get(tp, {}).values())
 
+    def _producer_of(self, tp: TopicPartition) -> Any:
+        return tp  # each input partition has its own producer
+
     async def stop(self) -> None:
         for tp in list(self._producers):
             await self.close_partition(tp)
