@@ -78,7 +78,7 @@ def delivery(producer: RecordingProducer, tp: TopicPartition) -> ExactlyOnce:
     settings = KafkaSettings("127.0.0.1:9")
     store = CheckpointStore(settings, "g", "{topic}.cp")
     d = ExactlyOnce(settings, "g", store, Metrics(), "sp")
-    d._producers[tp] = producer  # type: ignore[assignment]
+    d._producers[tp] = producer
     return d
 
 
@@ -100,7 +100,7 @@ async def test_outputs_are_held_until_the_commit_and_sent_as_one_batch_per_outpu
     assert producer.calls == [("begin",)]  # nothing handed to the client before the commit
     assert d.held(tp) == 200
 
-    failed = await d.commit(None, {tp: checkpoint(tp, 200)})  # type: ignore[arg-type]
+    failed = await d.commit(None, {tp: checkpoint(tp, 200)})
 
     assert failed == {}
     batches = [c for c in producer.calls if c[0] == "batch"]
@@ -118,7 +118,7 @@ async def test_a_refused_output_aborts_the_transaction_instead_of_committing_it(
     d = delivery(producer, tp)
     await d.send(tp, outputs(10), arrival=None)
 
-    failed = await d.commit(None, {tp: checkpoint(tp, 10)})  # type: ignore[arg-type]
+    failed = await d.commit(None, {tp: checkpoint(tp, 10)})
 
     assert set(failed) == {tp}
     assert ("commit",) not in producer.calls
@@ -129,7 +129,7 @@ async def test_closing_a_partition_drops_its_held_outputs_unsent() -> None:
     tp, other = TopicPartition("in", 2), TopicPartition("in", 3)
     producer, producer2 = RecordingProducer(), RecordingProducer()
     d = delivery(producer, tp)
-    d._producers[other] = producer2  # type: ignore[assignment]
+    d._producers[other] = producer2
     await d.send(tp, outputs(10), arrival=None)
     await d.send(other, outputs(7), arrival=None)
 
