@@ -301,7 +301,8 @@ class FileRecords:
                         yield self._next(at + where, item, sample_key, reader)
             elif vevent in _SCALARS:
                 rest[key] = vvalue
-                if key in self.fields and doc_key is None and type(vvalue) in (str, int) and str(vvalue).strip():
+                named = key in self.fields and doc_key is None and type(vvalue) in (str, int)
+                if named and str(vvalue).strip():
                     doc_key = str(vvalue).strip()
             else:
                 rest[key] = _build(vevent, vvalue, events)
