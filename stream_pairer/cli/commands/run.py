@@ -161,7 +161,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commit-interval",
         type=non_negative_float,
         default=_default("commit_interval_s"),
-        help="seconds between commits (default: 1 at-least-once, 0.1 exactly-once; 0 = every batch)",
+        help=(
+            "seconds between commits (default: 1 at-least-once, 0.1 exactly-once; 0 = every batch); "
+            "stretched to 4x the duration of a slow commit, at most 1 s"
+        ),
     )
     add_option(
         k,
