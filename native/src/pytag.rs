@@ -143,7 +143,11 @@ pub fn prepare(
 /// escapes; otherwise copied run by run (`scan::unescape` goes byte by byte).
 fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
     let Some(first) = raw.iter().position(|&c| c == b'\\') else {
-        return String::from_utf8_lossy(raw);
+        // simdutf8: std's check goes byte by byte through non-ASCII text (most results here).
+        return match simdutf8::basic::from_utf8(raw) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
     };
     let mut out = Vec::with_capacity(raw.len());
     out.extend_from_slice(&raw[..first]);

@@ -438,7 +438,9 @@ fn skip_string(b: &[u8], pos: usize) -> Option<usize> {
 pub fn unescape(raw: &[u8]) -> String {
     if !raw.contains(&b'\\') {
         // SAFETY-free: the record was checked to be UTF-8 and a string's content is a char range.
-        return String::from_utf8_lossy(raw).into_owned();
+        // simdutf8: std's check goes byte by byte through non-ASCII text.
+        return simdutf8::basic::from_utf8(raw)
+            .map_or_else(|_| String::from_utf8_lossy(raw).into_owned(), str::to_owned);
     }
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -465,7 +467,7 @@ pub fn unescape(raw: &[u8]) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The (start, end) ranges of the elements of an array already validated by `value` (an index
