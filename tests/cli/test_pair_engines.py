@@ -141,11 +141,12 @@ def test_run_with_engine_native_and_tagging_is_refused(capsys: pytest.CaptureFix
     assert err.count("\n") == 1 and err.startswith("stream-pairer run: --engine native:")
 
 
+_T = ("2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z")
 _STEAL_CANONICAL = [  # the stranger's probe: an id-less result, then call a2, then a2's own result
-    {"conversation_id": "s", "type": "tool_result", "name": "f", "content": "stray, no id", "ts": "2026-01-01T00:00:00Z"},
-    {"conversation_id": "s", "type": "tool_call", "id": "a2", "name": "f", "arguments": {}, "ts": "2026-01-01T00:00:01Z"},
-    {"conversation_id": "s", "type": "tool_result", "call_id": "a2", "content": "real", "ts": "2026-01-01T00:00:02Z"},
-]  # fmt: skip
+    {"conversation_id": "s", "type": "tool_result", "name": "f", "content": "stray, no id", "ts": _T[0]},
+    {"conversation_id": "s", "type": "tool_call", "id": "a2", "name": "f", "arguments": {}, "ts": _T[1]},
+    {"conversation_id": "s", "type": "tool_result", "call_id": "a2", "content": "real", "ts": _T[2]},
+]
 _STEAL_ANTHROPIC = [  # the same with Anthropic blocks: an empty tool_use_id is no id
     {"conversation_id": "t", "ts": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "", "content": "stray"}]}},
