@@ -91,7 +91,7 @@ def _engine_state_on_loop() -> dict[str, Any]:
             out["conversations"] += c.open_conversations
             out["closed_ids"] += c.closed_ids
             out["remembered_calls"] += c.remembered_calls
-            for cname, _n, _cap, b in c.memory():
+            for cname, _n, _cap, b in c.memory() if hasattr(c, "memory") else ():
                 tables[cname] += b
         elif name == "Pipeline" and hasattr(o, "engine"):
             e = o.engine
