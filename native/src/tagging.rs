@@ -98,6 +98,14 @@ impl SeenMap {
             *self = SeenMap::default();
             return;
         }
+        // The engine-wide bound forgets the oldest entries first, so the item just left stale
+        // is usually at the front: dropped at once, the order stays as long as the map.
+        while let Some(&(k, serial)) = self.order.front() {
+            if self.map.get(&k).is_some_and(|e| e.serial == serial) {
+                break;
+            }
+            self.order.pop_front();
+        }
         if self.order.len() > 2 * self.map.len() + 4 {
             let map = &self.map;
             self.order
