@@ -235,6 +235,16 @@ def sample(out: TextIO, a: argparse.Namespace, stop: threading.Event) -> None:
         classes = pym.pop("classes")
         print(f"  pymalloc {pym}", file=out, flush=True)
         print(f"  engine state {engine_state()}", file=out, flush=True)
+        if a.malloc_trim and _LIBC is not None:
+            # Free heap memory glibc keeps resident (fragmentation) against live allocations: RSS
+            # that a trim gives back was free, not growth.
+            before = common.rss_bytes()
+            _LIBC.malloc_trim(0)
+            print(
+                f"  malloc_trim: RSS {before >> 20} -> {common.rss_bytes() >> 20} MiB, malloc {mallinfo()}",
+                file=out,
+                flush=True,
+            )
         if base_types is None and t >= a.baseline:
             base_types, base_classes = types, classes
             if a.late and not tracemalloc.is_tracing():
@@ -301,6 +311,11 @@ def main() -> int:
     p.add_argument(
         "--gc-probe", action="store_true",
         help="after each sample, a full collection that reports what it found (type, allocation site)",
+    )  # fmt: skip
+    p.add_argument(
+        "--malloc-trim", action="store_true",
+        help="after each sample, glibc's malloc_trim(0), printing RSS before and after (changes the "
+        "run's RSS from then on: an experiment, not a measurement of the sidecar as shipped)",
     )  # fmt: skip
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--out", required=True, help="file the samples are written to")
