@@ -18,6 +18,9 @@ use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
 use crate::tagging::{ConvTags, EventTag, Tagger};
 
+#[path = "engine_memory.rs"]
+mod memory;
+
 pub struct Config {
     pub call_timeout_ms: f64,
     pub result_grace_ms: f64,
@@ -914,6 +917,10 @@ impl Engine {
         }
         if c.closed.is_empty() {
             c.closed = IndexMap::default();
+        } else if c.closed.capacity() > 4 * c.closed.len() {
+            // The engine-wide bound takes ids from conversations that once closed many: their
+            // tables shrink with them (a map never shrinks by itself; engine_memory.rs measures).
+            c.closed.shrink_to_fit();
         }
     }
 
