@@ -283,10 +283,10 @@ def test_plain_replay_without_checkpoint_would_pair_wrongly_and_twice() -> None:
     plain = state(start=1)
     wrong = plain.feed(log[1:], wall_ms=0.0)
     # Result 2 is emitted a second time, and now FIFO-paired with call 1 (which was not its partner);
-    # call 1's real result is then a duplicate.
+    # call 1's real result is then a `fifo_conflict` orphan (the sign that this FIFO pair is wrong).
     assert [(e.record["kind"], e.record.get("reason")) for e in wrong] == [
         ("pair", None),
-        ("orphan_result", "duplicate_result"),
+        ("orphan_result", "fifo_conflict"),
     ]
     assert (wrong[0].record["call"]["source"]["offset"], wrong[0].record["result"]["source"]["offset"]) == (
         1,
