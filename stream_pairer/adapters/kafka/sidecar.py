@@ -67,6 +67,7 @@ from stream_pairer.errors import (
     OutputTooLarge,
     SidecarError,
 )
+from stream_pairer.ops.heap import HeapTrimmer
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token
@@ -331,6 +332,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         fetch_backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
         now_s = time.monotonic()
         ticks = TickSchedule(cfg.tick_interval_s, now_s)
+        heap = HeapTrimmer(cfg.heap_trim_interval_s, now_s)  # RSS not crept up by fragmentation
         # Every --commit-interval, stretched while commits are slow (CommitCadence: at most a fifth
         # of the loop spent committing, at most 1 s between commits).
         commits = CommitCadence(cfg.commit_every_s, now_s) if cfg.commit_every_s > 0 else None
@@ -371,6 +373,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                 await self._reset_refused()
                 if ticks.due(time.monotonic()):
                     await self._tick(consumer, wall_ms)
+                    heap.maybe_trim(time.monotonic())
                 if self._delivery is not None:
                     await self._delivery.flush()  # this turn's output batches (delivery.py)
                 if commits is None or commits.due(started := time.monotonic()):

@@ -176,6 +176,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         k,
+        "--heap-trim-interval",
+        type=non_negative_float,
+        default=_default("heap_trim_interval_s"),
+        help="seconds between returns of the C heap's free pages to the system (glibc malloc_trim; "
+        "keeps RSS from creeping with fragmentation); 0 never",
+    )
+    add_option(
+        k,
         "--session-timeout",
         type=positive_float,
         default=_default("session_timeout_ms") / 1000,
@@ -290,6 +298,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         max_records=args.max_records,
         poll_timeout_s=args.poll_timeout,
         tick_interval_s=args.tick_interval,
+        heap_trim_interval_s=args.heap_trim_interval,
         commit_interval_s=args.commit_interval,
         shutdown_timeout_s=args.shutdown_timeout,
         flush_on_shutdown=args.flush_on_shutdown,
