@@ -266,7 +266,9 @@ pub fn parse(
     if raw.len() > cfg.max_record_bytes {
         return Err("too_large");
     }
-    if std::str::from_utf8(raw).is_err() {
+    // simdutf8, not std: nearly every record carries non-ASCII text, where std's check goes byte
+    // by byte (it was ~9 % of a record's time in perf; simdutf8 checks 32 bytes at once).
+    if simdutf8::basic::from_utf8(raw).is_err() {
         return Err("not_utf8");
     }
     let is_ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');

@@ -579,6 +579,7 @@ impl Core {
         self.tag_hooks = Some(pytag::TagHooks {
             decode_arguments,
             schema_check,
+            hasher: pytag::HashState::default(),
         });
     }
 

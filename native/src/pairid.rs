@@ -36,20 +36,33 @@ pub fn pair_id(conversation_id: &str, call: &Event) -> String {
 pub fn sort_keys(b: &[u8], pos: usize, out: &mut Vec<u8>) -> usize {
     match b[pos] {
         b'{' => {
-            let members = scan::members(b, pos).unwrap_or_default();
-            let end = scan::value(b, pos, 0, None).unwrap_or(b.len());
-            let mut keyed: Vec<(String, &scan::Member)> =
-                members.iter().map(|m| (scan::unescape(m.key), m)).collect();
-            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut members = scan::members(b, pos).unwrap_or_default();
+            let end = members.last().map_or(pos + 2, |m| m.end + 1);
+            // Keys without escapes (the usual source: `topic`, `partition`, `offset`) sort as their
+            // bytes, which order as their code points (orjson's order): no key is decoded.
+            if members.iter().all(|m| !m.key.contains(&b'\\')) {
+                members.sort_unstable_by(|x, y| x.key.cmp(y.key));
+            } else {
+                let mut keyed: Vec<(String, scan::Member)> = members
+                    .drain(..)
+                    .map(|m| (scan::unescape(m.key), m))
+                    .collect();
+                keyed.sort_by(|x, y| x.0.cmp(&y.0));
+                members.extend(keyed.into_iter().map(|(_, m)| m));
+            }
             out.push(b'{');
-            for (i, (_, m)) in keyed.iter().enumerate() {
+            for (i, m) in members.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
                 out.push(b'"');
                 out.extend_from_slice(m.key);
                 out.extend_from_slice(b"\":");
-                sort_keys(b, m.start, out);
+                if matches!(b[m.start], b'{' | b'[') {
+                    sort_keys(b, m.start, out);
+                } else {
+                    out.extend_from_slice(&b[m.start..m.end]); // a scalar: as it is
+                }
             }
             out.push(b'}');
             end

@@ -5,7 +5,7 @@
 //! object (orjson's error message is part of `failure_detail`), and the `--tool-schemas` check
 //! (the ToolSchemaRegistry and its jsonschema-rs validators; only when schemas are configured).
 
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::{BuildHasher, Hasher};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -25,7 +25,18 @@ use crate::verdict::{
 pub struct TagHooks {
     pub decode_arguments: PyObject,
     pub schema_check: Option<PyObject>,
+    /// The hash of (tool, arguments) for the repeat check: keyed per core with a random seed, as
+    /// Python's `hash()` is per process (the hash only has to tell argument sets apart inside
+    /// this core; it is never stored or compared across processes). foldhash's quality variant,
+    /// not SipHash: SipHash was ~40 % of hashing a call's arguments (perf). Like the Python
+    /// tagger's, it is not built to resist crafted collisions; the random key keeps a collision
+    /// from being written into a log ahead of time, and the worst a collision does is tag one
+    /// call as a repeat.
+    pub hasher: HashState,
 }
+
+/// See `TagHooks::hasher`.
+pub type HashState = foldhash::quality::RandomState;
 
 const FREEFORM_CALL_TYPES: [&[u8]; 2] = [b"\"custom\"", b"\"custom_tool_call\""];
 
@@ -39,12 +50,10 @@ pub fn prepare(
     raw: Option<&[u8]>,
 ) -> PyResult<()> {
     let side = &ev.side;
-    let (m, raw_at) = side_members(side).ok_or_else(|| {
+    let (payload, is_error, raw_at) = payload_of(side, ev.raw_at, ev.is_call).ok_or_else(|| {
         pyo3::exceptions::PyRuntimeError::new_err("internal: an event side is not canonical JSON")
     })?;
-    let field = |k: &[u8]| get(&m, k).map_or(&b"null"[..], |x| &side[x.start..x.end]);
     let tag = if ev.is_call {
-        let payload = field(b"arguments");
         let mut found: Vec<(usize, String)> = Vec::new();
         let mut owned: Option<Vec<u8>> = None;
         let mut bad = false;
@@ -74,10 +83,10 @@ pub fn prepare(
                 found.push((point_index(&p), d));
             }
         }
-        let mut h = DefaultHasher::new();
+        let mut h = hooks.hasher.build_hasher();
         h.write(ev.name.as_deref().unwrap_or("").as_bytes());
         h.write_u8(0xff);
-        h.write_u64(value_hash(args, 0).0);
+        h.write_u64(value_hash(&hooks.hasher, args, 0).0);
         EventTag::Call {
             key: h.finish(),
             found,
@@ -85,8 +94,8 @@ pub fn prepare(
             detail: None,
         }
     } else {
-        let content = field(b"content");
-        let is_error = match field(b"is_error") {
+        let content = payload;
+        let is_error = match is_error {
             b"true" => Some(true),
             b"false" => Some(false),
             _ => None,
@@ -134,7 +143,11 @@ pub fn prepare(
 /// escapes; otherwise copied run by run (`scan::unescape` goes byte by byte).
 fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
     let Some(first) = raw.iter().position(|&c| c == b'\\') else {
-        return String::from_utf8_lossy(raw);
+        // simdutf8: std's check goes byte by byte through non-ASCII text (most results here).
+        return match simdutf8::basic::from_utf8(raw) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
     };
     let mut out = Vec::with_capacity(raw.len());
     out.extend_from_slice(&raw[..first]);
@@ -169,28 +182,41 @@ fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
     )
 }
 
-/// The members of an event side up to its last one, `raw` (not scanned: nothing here needs its
-/// end, and it is the largest), and where `raw` starts.
-fn side_members(side: &[u8]) -> Option<(Vec<scan::Member<'_>>, Option<usize>)> {
-    let mut m = Vec::with_capacity(8);
+/// The payload of an event side (`arguments` or `content`), a result's `is_error` (encoded), and
+/// where the side's `raw` value starts (None: no raw). Only the short members before the payload
+/// are stepped over: its end is `raw_at` (`Event::raw_at`: `,"raw":` or the closing brace), less
+/// a result's `,"is_error":...`, so the payload itself, the largest member after `raw`, is not
+/// read here (re-scanning it was most of this step's time).
+fn payload_of(side: &[u8], raw_at: usize, is_call: bool) -> Option<(&[u8], &[u8], Option<usize>)> {
+    let want: &[u8] = if is_call { b"arguments" } else { b"content" };
     let mut p = 1;
-    if side.get(p) == Some(&b'}') {
-        return Some((m, None));
-    }
-    loop {
+    let start = loop {
         let key_end = scan::string(side, p)?;
-        let start = key_end + 1;
-        let key = &side[p + 1..key_end - 1];
-        if key == b"raw" {
-            return Some((m, Some(start)));
+        let key = side.get(p + 1..key_end - 1)?;
+        if key == want {
+            break key_end + 1;
         }
-        let end = skip(side, start)?;
-        m.push(scan::Member { key, start, end });
+        let end = skip(side, key_end + 1)?;
         match side.get(end)? {
             b',' => p = end + 1,
-            _ => return Some((m, None)),
+            _ => return None,
         }
+    };
+    let raw = side
+        .get(raw_at..)?
+        .starts_with(b",\"raw\":")
+        .then_some(raw_at + 7);
+    let tail = side.get(start..raw_at)?;
+    if is_call {
+        return (!tail.is_empty()).then_some((tail, &b"null"[..], raw));
     }
+    [
+        &b",\"is_error\":null"[..],
+        b",\"is_error\":true",
+        b",\"is_error\":false",
+    ]
+    .into_iter()
+    .find_map(|s| Some((tail.strip_suffix(s)?, &s[12..], raw)))
 }
 
 /// Where the JSON value at `pos` ends, in bytes already known to be canonical JSON (the engine
@@ -242,8 +268,8 @@ fn freeform(side: &[u8], raw: Option<usize>) -> bool {
 /// values whatever the order of object keys. In canonical (orjson) form a string, number or
 /// literal has exactly one spelling, so scalars hash their bytes (1, 1.0, true and "1" differ,
 /// as in the Python tagger's fingerprint); objects hash their members' hashes sorted.
-pub fn value_hash(b: &[u8], pos: usize) -> (u64, usize) {
-    let mut h = DefaultHasher::new();
+pub fn value_hash(s: &HashState, b: &[u8], pos: usize) -> (u64, usize) {
+    let mut h = s.build_hasher();
     match b.get(pos) {
         Some(b'{') => {
             let mut members: Vec<u64> = Vec::new();
@@ -253,8 +279,8 @@ pub fn value_hash(b: &[u8], pos: usize) -> (u64, usize) {
             } else {
                 loop {
                     let key_end = scan::string(b, p).unwrap_or(b.len());
-                    let (vh, end) = value_hash(b, key_end + 1);
-                    let mut mh = DefaultHasher::new();
+                    let (vh, end) = value_hash(s, b, key_end + 1);
+                    let mut mh = s.build_hasher();
                     mh.write(&b[p..key_end]);
                     mh.write_u64(vh);
                     members.push(mh.finish());
@@ -278,7 +304,7 @@ pub fn value_hash(b: &[u8], pos: usize) -> (u64, usize) {
                 return (h.finish(), p + 1);
             }
             loop {
-                let (vh, end) = value_hash(b, p);
+                let (vh, end) = value_hash(s, b, p);
                 h.write_u64(vh);
                 p = end + 1;
                 if b.get(end) != Some(&b',') {

@@ -135,8 +135,10 @@ fn object<'a>(
         s.push((pos, 0)); // document order: the end is filled in when the object closes
         s.len() - 1
     });
-    let mut keys: Vec<&[u8]> = Vec::new();
-    // Past a few dozen keys the pairwise check would be quadratic: a set takes over.
+    // The keys so far, on the stack (a heap Vec here was one allocation per object read, a few per
+    // record); past 32 keys the pairwise check would be quadratic: a set takes over.
+    let mut keys: [&[u8]; 32] = [&[]; 32];
+    let mut n = 0;
     let mut many: Option<rustc_hash::FxHashSet<&[u8]>> = None;
     let mut p = pos + 1;
     if *b.get(p)? == b'}' {
@@ -147,15 +149,16 @@ fn object<'a>(
         let key = &b[p + 1..kend - 1];
         let seen = match many.as_mut() {
             Some(set) => !set.insert(key),
-            None if keys.len() >= 32 => {
-                let mut set: rustc_hash::FxHashSet<&[u8]> = keys.drain(..).collect();
+            None if n >= keys.len() => {
+                let mut set: rustc_hash::FxHashSet<&[u8]> = keys.iter().copied().collect();
                 let seen = !set.insert(key);
                 many = Some(set);
                 seen
             }
             None => {
-                let seen = keys.contains(&key);
-                keys.push(key);
+                let seen = keys[..n].contains(&key);
+                keys[n] = key;
+                n += 1;
                 seen
             }
         };
@@ -435,7 +438,9 @@ fn skip_string(b: &[u8], pos: usize) -> Option<usize> {
 pub fn unescape(raw: &[u8]) -> String {
     if !raw.contains(&b'\\') {
         // SAFETY-free: the record was checked to be UTF-8 and a string's content is a char range.
-        return String::from_utf8_lossy(raw).into_owned();
+        // simdutf8: std's check goes byte by byte through non-ASCII text.
+        return simdutf8::basic::from_utf8(raw)
+            .map_or_else(|_| String::from_utf8_lossy(raw).into_owned(), str::to_owned);
     }
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -462,7 +467,7 @@ pub fn unescape(raw: &[u8]) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The (start, end) ranges of the elements of an array already validated by `value` (an index

@@ -812,6 +812,29 @@ def test_canonical_result_with_id_and_call_id_reads_alike() -> None:
     assert b'"match":"id"' in got[0]
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"topic": "t", "partition": 3, "offset": 7},  # the usual one: keys out of order
+        {'z"q': 1, "z": 2, "a\\b": 3, "\u00e9": 4, "\x01": 5, "ü": 6, "\U0001f600": 7},  # escaped, non-ASCII
+        {"b": {"y": [1, {"d": 1, "c": 2.5}], "x": None}, "a": [], "c": {}},  # nested, empty
+    ],
+)
+def test_pair_ids_sort_source_keys_as_orjson_does(source: dict[str, Any]) -> None:
+    """`pair_id` hashes the source with its keys sorted (OPT_SORT_KEYS): the core sorts unescaped
+    keys by their bytes and decodes escaped ones; both must give the Python engine's id."""
+    nat = native.NativePipeline()
+    py = Pipeline(Engine())
+    lines = [
+        b'{"conversation_id":"c","type":"tool_call","id":"k","name":"t","arguments":{}}',
+        b'{"conversation_id":"c","type":"tool_result","call_id":"k","content":"x"}',
+    ]
+    for raw in lines:
+        got = nat.feed(raw, source)
+        assert got == [orjson.dumps(r) for r in py.feed(raw, source)]
+    assert orjson.loads(got[0])["kind"] == "pair"
+
+
 @pytest.mark.parametrize("field", ["conversation_id", "id", "name"])
 def test_an_id_over_max_id_bytes_is_the_same_dead_letter(field: str) -> None:
     """--max-id-bytes (issue 13): the fast path hands such a record to Python, which dead-letters it."""
