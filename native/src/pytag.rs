@@ -184,47 +184,12 @@ fn side_members(side: &[u8]) -> Option<(Vec<scan::Member<'_>>, Option<usize>)> {
         if key == b"raw" {
             return Some((m, Some(start)));
         }
-        let end = skip(side, start)?;
+        let end = scan::skip(side, start)?;
         m.push(scan::Member { key, start, end });
         match side.get(end)? {
             b',' => p = end + 1,
             _ => return Some((m, None)),
         }
-    }
-}
-
-/// Where the JSON value at `pos` ends, in bytes already known to be canonical JSON (the engine
-/// wrote them or checked them): strings and nesting are followed, nothing is validated again.
-fn skip(b: &[u8], pos: usize) -> Option<usize> {
-    match *b.get(pos)? {
-        b'"' => scan::string(b, pos),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut p = pos;
-            loop {
-                match *b.get(p)? {
-                    b'"' => {
-                        p = scan::string(b, p)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(p + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                p += 1;
-            }
-        }
-        _ => Some(
-            b[pos..]
-                .iter()
-                .position(|c| matches!(c, b',' | b'}' | b']'))
-                .map_or(b.len(), |i| pos + i),
-        ),
     }
 }
 

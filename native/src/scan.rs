@@ -370,8 +370,11 @@ pub fn members(b: &[u8], start: usize) -> Option<Vec<Member<'_>>> {
     }
 }
 
-/// Where the value at `pos` ends, in bytes already validated by `value` (a skip, no checks).
-fn skip(b: &[u8], pos: usize) -> Option<usize> {
+/// Where the value at `pos` ends, in bytes already validated by `value` or written canonical by
+/// the engine (a skip, no checks: strings and nesting are followed, nothing is validated again).
+/// Bytes that were not validated give None or a wrong end, never a panic. Shared by the member
+/// and element indexes here and the tagger's reader of event sides (pytag.rs).
+pub fn skip(b: &[u8], pos: usize) -> Option<usize> {
     match *b.get(pos)? {
         b'"' => skip_string(b, pos),
         b'{' | b'[' => {
