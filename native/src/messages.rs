@@ -312,7 +312,7 @@ pub fn arguments<'a>(b: &'a [u8], a: Option<&Member>) -> Result<Cow<'a, [u8]>, &
 /// would write for the decoded object. Anything else (text that is not JSON, another value, a
 /// spelling orjson would change) is left to Python, which decides between decoding and keeping.
 fn decode_arguments(escaped: &[u8]) -> Result<Vec<u8>, &'static str> {
-    let inner = scan::unescape(escaped).into_bytes();
+    let inner = scan::unescape(escaped).into_owned().into_bytes();
     if inner.first() == Some(&b'{') && scan::value(&inner, 0, 0, None) == Some(inner.len()) {
         return Ok(inner);
     }

@@ -38,8 +38,10 @@ pub fn sort_keys(b: &[u8], pos: usize, out: &mut Vec<u8>) -> usize {
         b'{' => {
             let members = scan::members(b, pos).unwrap_or_default();
             let end = scan::value(b, pos, 0, None).unwrap_or(b.len());
-            let mut keyed: Vec<(String, &scan::Member)> =
-                members.iter().map(|m| (scan::unescape(m.key), m)).collect();
+            let mut keyed: Vec<(String, &scan::Member)> = members
+                .iter()
+                .map(|m| (scan::unescape(m.key).into_owned(), m))
+                .collect();
             keyed.sort_by(|a, b| a.0.cmp(&b.0));
             out.push(b'{');
             for (i, (_, m)) in keyed.iter().enumerate() {

@@ -56,7 +56,7 @@ pub fn prepare(
                 None => freeform(side, raw_at),
             }
         {
-            let text = scan::unescape(&payload[1..payload.len() - 1]);
+            let text = scan::unescape(&payload[1..payload.len() - 1]).into_owned();
             let (decoded, detail): (Option<Vec<u8>>, Option<String>) =
                 hooks.decode_arguments.bind(py).call1((text,))?.extract()?;
             if let Some(d) = detail {
@@ -95,7 +95,7 @@ pub fn prepare(
         let value: serde_json::Value;
         let v = if content[0] == b'"' {
             // A text result (the common case): no JSON tree for it, and no copy without escapes.
-            text = unescape(&content[1..content.len() - 1]);
+            text = scan::unescape(&content[1..content.len() - 1]);
             classify_text(&text, is_error)
         } else {
             value = serde_json::from_slice(content).unwrap_or(serde_json::Value::Null);
@@ -128,45 +128,6 @@ pub fn prepare(
     };
     ev.tag = Some(Box::new(tag));
     Ok(())
-}
-
-/// The text of a canonical string's content (between the quotes): borrowed when it has no
-/// escapes; otherwise copied run by run (`scan::unescape` goes byte by byte).
-fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
-    let Some(first) = raw.iter().position(|&c| c == b'\\') else {
-        return String::from_utf8_lossy(raw);
-    };
-    let mut out = Vec::with_capacity(raw.len());
-    out.extend_from_slice(&raw[..first]);
-    let mut i = first;
-    while i < raw.len() {
-        let c = raw[i + 1];
-        match c {
-            b'b' => out.push(8),
-            b't' => out.push(9),
-            b'n' => out.push(10),
-            b'f' => out.push(12),
-            b'r' => out.push(13),
-            b'u' => {
-                // orjson escapes only control characters this way: \u00xx.
-                let hex = std::str::from_utf8(&raw[i + 2..i + 6]).unwrap_or("0");
-                out.push(u8::from_str_radix(hex, 16).unwrap_or(0));
-                i += 4;
-            }
-            other => out.push(other),
-        }
-        i += 2;
-        let run = raw[i..]
-            .iter()
-            .position(|&c| c == b'\\')
-            .map_or(raw.len(), |n| i + n);
-        out.extend_from_slice(&raw[i..run]);
-        i = run;
-    }
-    std::borrow::Cow::Owned(
-        String::from_utf8(out)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    )
 }
 
 /// The members of an event side up to its last one, `raw` (not scanned: nothing here needs its
