@@ -18,6 +18,9 @@ use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
 use crate::tagging::{ConvTags, EventTag, Tagger};
 
+#[path = "engine_memory.rs"]
+mod memory;
+
 pub struct Config {
     pub call_timeout_ms: f64,
     pub result_grace_ms: f64,
@@ -119,14 +122,24 @@ impl Ord for Timer {
     }
 }
 
+/// How a remembered closed id ended (engine.py `Conversation.closed` values): a later result
+/// carrying it is a `duplicate_result` (paired by id), a `fifo_conflict` (paired by position with an
+/// id-less result, so that FIFO pair is probably wrong) or a `late_result` (emitted as an orphan).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    ById,
+    ByFifo,
+    Orphaned,
+}
+
 struct Conv {
     cid: String,
     calls_by_id: HashMap<String, u64>,
     open_calls: BTreeSet<u64>,
     // Insertion-ordered like the Python dict: LRU eviction emits held results in this order.
     pending: IndexMap<String, Vec<u64>>,
-    // id -> (paired?, stamp in the engine-wide order)
-    closed: IndexMap<String, (bool, u64)>,
+    // id -> (how it closed, stamp in the engine-wide order)
+    closed: IndexMap<String, (Closed, u64)>,
     // Id-less results that came before any call they could pair with, by seq (arrival order).
     early: BTreeSet<u64>,
     // The newest event time seen in this conversation; it alone fires `timers`.
@@ -571,18 +584,15 @@ impl Engine {
                 self.emit_pair(call_held, Held::bare(result, ts, conv), "id", None, out);
                 return;
             }
-            if let Some(&(paired, _)) = self.conv(conv).closed.get(&rid) {
+            if let Some(&(how, _)) = self.conv(conv).closed.get(&rid) {
                 self.next_seq();
                 let res = Held::bare(result, ts, conv);
-                self.emit_orphan(
-                    res,
-                    if paired {
-                        "duplicate_result"
-                    } else {
-                        "late_result"
-                    },
-                    out,
-                );
+                let reason = match how {
+                    Closed::ById => "duplicate_result",
+                    Closed::ByFifo => "fifo_conflict",
+                    Closed::Orphaned => "late_result",
+                };
+                self.emit_orphan(res, reason, out);
                 return;
             }
             let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
@@ -872,7 +882,7 @@ impl Engine {
         Some(h)
     }
 
-    fn close_id(&mut self, conv: usize, cid: &str, paired: bool) {
+    fn close_id(&mut self, conv: usize, cid: &str, how: Closed) {
         self.stamp += 1;
         let stamp = self.stamp;
         let c = self.slab[conv].as_mut().expect("live conversation");
@@ -881,7 +891,7 @@ impl Engine {
         } else {
             self.id_bytes += cid.chars().count() as i64;
         }
-        c.closed.insert(cid.to_owned(), (paired, stamp));
+        c.closed.insert(cid.to_owned(), (how, stamp));
         let over = c.closed.len() > self.cfg.max_closed_ids_per_conversation;
         self.closed.insert(stamp, (conv, cid.to_owned()));
         if over {
@@ -907,6 +917,10 @@ impl Engine {
         }
         if c.closed.is_empty() {
             c.closed = IndexMap::default();
+        } else if c.closed.capacity() > 4 * c.closed.len() {
+            // The engine-wide bound takes ids from conversations that once closed many: their
+            // tables shrink with them (a map never shrinks by itself; engine_memory.rs measures).
+            c.closed.shrink_to_fit();
         }
     }
 
@@ -1060,7 +1074,12 @@ impl Engine {
         let conv = call.conv;
         if let Some(id) = &call.ev.id {
             let id = id.clone();
-            self.close_id(conv, &id, true);
+            let by = if how == "id" {
+                Closed::ById
+            } else {
+                Closed::ByFifo
+            };
+            self.close_id(conv, &id, by);
         }
         let (cev, rev) = (&call.ev, &result.ev);
         let cid = &self.slab[conv].as_ref().expect("live conversation").cid;
@@ -1135,7 +1154,7 @@ impl Engine {
         if ev.is_call {
             if let Some(id) = &ev.id {
                 let id = id.clone();
-                self.close_id(h.conv, &id, reason == "paired");
+                self.close_id(h.conv, &id, Closed::Orphaned);
             }
         }
         let ev = &h.ev;

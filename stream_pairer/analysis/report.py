@@ -7,8 +7,9 @@ records. Rendering (plain table, Markdown, CSV, JSON) is separate from counting 
 format shows the same numbers.
 
 What is counted as a call: a pair, an orphan call, and an orphan result whose call was never seen
-(`no_call`). A `duplicate_result` or `late_result` orphan is a second result for a call already
-counted (paired, or orphaned by its timeout), so it is reported apart and not counted again.
+(`no_call`). A `duplicate_result`, `fifo_conflict` or `late_result` orphan is a second result for a
+call already counted (paired by id, paired by position, or orphaned by its timeout), so it is
+reported apart and not counted again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ NONE: Final = "none"
 ROWS: Final = (*POINTS, NONE)
 NO_RESULT: Final = "no_result"
 OUTCOMES: Final = (OK, EMPTY, ERROR, NO_RESULT)
-SECOND_RESULTS: Final = frozenset({OrphanReason.DUPLICATE_RESULT, OrphanReason.LATE_RESULT})
+SECOND_RESULTS: Final = frozenset(
+    {OrphanReason.DUPLICATE_RESULT, OrphanReason.FIFO_CONFLICT, OrphanReason.LATE_RESULT}
+)
 OTHER_TOOLS: Final = "(other)"
 UNKNOWN_TOOL: Final = "(unknown)"
 FORMATS: Final = ("table", "markdown", "csv", "json")

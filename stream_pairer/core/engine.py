@@ -9,8 +9,10 @@ Rules, per conversation (ids are scoped to a conversation):
 * A result with an id pairs with the open call of that id (`match: "id"`), however far apart.
 * A result with an id that is *unknown* is never FIFO-paired (it would steal another call's partner):
   it waits `result_grace_ms` for its call to arrive late, then becomes an orphan (`no_call`).
-  An id already closed here gives `duplicate_result` (it was paired) or `late_result` (its call had
-  already been emitted as an orphan).
+  An id already closed here gives `duplicate_result` (it was paired by id), `fifo_conflict` (its
+  call was paired by position with an id-less result earlier: that FIFO pair is probably wrong, and
+  this result, the first to carry the id, probably the call's real one) or `late_result` (its call
+  had already been emitted as an orphan).
 * A result with no id at all pairs FIFO (`match: "fifo"`) with the oldest open call of the same tool
   name (`fifo_by: "name"`), else the oldest open call whose name is unknown, else with the oldest
   open call when the result has no name (`fifo_by: "order"`). Names that differ are evidence against
@@ -79,12 +81,16 @@ BY_NAME: Final = FifoBy.NAME.value
 BY_ORDER: Final = FifoBy.ORDER.value
 NO_CALL: Final = OrphanReason.NO_CALL.value
 DUPLICATE_RESULT: Final = OrphanReason.DUPLICATE_RESULT.value
+FIFO_CONFLICT: Final = OrphanReason.FIFO_CONFLICT.value
 LATE_RESULT: Final = OrphanReason.LATE_RESULT.value
 SUPERSEDED: Final = OrphanReason.SUPERSEDED.value
 TIMEOUT: Final = OrphanReason.TIMEOUT.value
 EVICTED: Final = OrphanReason.EVICTED.value
 SHUTDOWN: Final = OrphanReason.SHUTDOWN.value
-PAIRED: Final = "paired"  # how a closed id ended when it was not an orphan (engine-internal)
+# How a closed id ended when it was not an orphan (engine-internal): paired by id, or by position
+# (FIFO, with an id-less result), so a later result carrying the id is named for what it is.
+PAIRED: Final = "paired"
+PAIRED_FIFO: Final = "paired_fifo"
 
 # What one held event costs in memory, as a linear estimate of its input size: the held-bytes limit
 # is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs.
@@ -395,7 +401,13 @@ class Engine:
             how = conv.closed.get(rid)
             if how is not None:
                 res = Held(result, self._next_seq(), ts, INF, conv)
-                self._emit_orphan(res, DUPLICATE_RESULT if how == PAIRED else LATE_RESULT, out)
+                if how == PAIRED:
+                    reason = DUPLICATE_RESULT
+                elif how == PAIRED_FIFO:
+                    reason = FIFO_CONFLICT
+                else:
+                    reason = LATE_RESULT
+                self._emit_orphan(res, reason, out)
                 return
             held = self._hold(result, conv, ts, self.config.result_grace_ms)
             conv.pending_results.setdefault(rid, []).append(held)
@@ -672,7 +684,7 @@ class Engine:
         self._release(result)
         conv = call.conv
         cev, rev = call.event, result.event
-        self._close_id(conv, cev.id, PAIRED)
+        self._close_id(conv, cev.id, PAIRED if match == BY_ID else PAIRED_FIFO)
         latency = None
         if cev.ts_ms is not None and rev.ts_ms is not None:
             latency = rev.ts_ms - cev.ts_ms

@@ -56,7 +56,11 @@ class OrphanReason(StrEnum):
     """Why an event left without a partner (orphan `reason`). Listed in the schema's order."""
 
     NO_CALL = "no_call"  # a result whose call never came (grace over, or FIFO found no open call)
-    DUPLICATE_RESULT = "duplicate_result"  # a second result for an id already paired
+    DUPLICATE_RESULT = "duplicate_result"  # a second result for an id already paired by id
+    # A result with an id whose call was paired by position (FIFO) with an id-less result earlier:
+    # the first result carrying that id, so that FIFO pair (same conversation, call.id) is probably
+    # wrong. Counts FIFO mis-pairs directly.
+    FIFO_CONFLICT = "fifo_conflict"
     LATE_RESULT = "late_result"  # a result for a call already emitted as an orphan
     SUPERSEDED = "superseded"  # a second call with a still-open id replaced this one
     TIMEOUT = "timeout"  # a call unanswered for call_timeout_ms of event time

@@ -131,7 +131,7 @@ def generate(
         if kind == "orphan_call":
             reason = rng.choice(["timeout", "shutdown", "evicted", "superseded"])
         elif kind == "orphan_result":
-            reason = rng.choice(["no_call", "no_call", "duplicate_result", "late_result"])
+            reason = rng.choice(["no_call", "no_call", "duplicate_result", "fifo_conflict", "late_result"])
         tool = rng.choice([*TOOLS, None]) if kind == "orphan_result" else rng.choice(TOOLS)
         outcome = None if kind == "orphan_call" else rng.choice(["ok", "ok", "ok", "empty", "error"])
         failures = [p for p in POINTS if rng.random() < 0.15]
@@ -141,7 +141,7 @@ def generate(
         if not inside:
             exp.outside += 1
             continue
-        if reason in ("duplicate_result", "late_result"):
+        if reason in ("duplicate_result", "fifo_conflict", "late_result"):
             exp.second_results += 1
             continue
         exp.calls += 1

@@ -140,3 +140,40 @@ def test_auto_and_the_environment_variable_choose_the_engine(
     monkeypatch.setenv("STREAM_PAIRER_ENGINE", "python")
     assert main(argv) == 0
     assert "python engine" in capsys.readouterr().out
+
+
+_T = ("2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z")
+_STEAL_CANONICAL = [  # the stranger's probe: an id-less result, then call a2, then a2's own result
+    {"conversation_id": "s", "type": "tool_result", "name": "f", "content": "stray, no id", "ts": _T[0]},
+    {"conversation_id": "s", "type": "tool_call", "id": "a2", "name": "f", "arguments": {}, "ts": _T[1]},
+    {"conversation_id": "s", "type": "tool_result", "call_id": "a2", "content": "real", "ts": _T[2]},
+]
+_STEAL_ANTHROPIC = [  # the same with Anthropic blocks: an empty tool_use_id is no id
+    {"conversation_id": "t", "ts": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "", "content": "stray"}]}},
+    {"conversation_id": "t", "ts": "2026-01-01T00:00:01Z", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]}},
+    {"conversation_id": "t", "ts": "2026-01-01T00:00:02Z", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "real"}]}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+@pytest.mark.parametrize("lines", [_STEAL_CANONICAL, _STEAL_ANTHROPIC], ids=["canonical", "anthropic"])
+def test_a_result_whose_id_was_taken_by_a_fifo_pair_is_a_fifo_conflict(
+    tmp_path: Path, engine: str, lines: list[dict[str, Any]]
+) -> None:
+    """An id-less result FIFO-pairs with the next call; that call's own result (the first carrying
+    its id) is then an orphan. It is named `fifo_conflict` (the FIFO pair is probably wrong), not
+    `duplicate_result` (which claims a second result for an id already paired by id)."""
+    log = tmp_path / "steal.jsonl"
+    log.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    _run(engine, [log], tmp_path / "out", [])
+    pairs = [orjson.loads(x) for x in (tmp_path / "out" / "pairs.jsonl").read_bytes().splitlines()]
+    orphans = [orjson.loads(x) for x in (tmp_path / "out" / "orphans.jsonl").read_bytes().splitlines()]
+    assert [(p["match"], p["call"]["id"], p["result"]["id"]) for p in pairs] == [
+        ("fifo", lines[1].get("id", "t1"), None)
+    ]
+    assert [(o["kind"], o["reason"], o["event"]["id"]) for o in orphans] == [
+        ("orphan_result", "fifo_conflict", pairs[0]["call"]["id"])
+    ]

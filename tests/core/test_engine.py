@@ -155,6 +155,34 @@ def test_duplicate_result_after_pair() -> None:
     assert kinds(out) == [("pair", "id"), ("orphan_result", "duplicate_result")]
 
 
+@pytest.mark.parametrize("result_first", [True, False], ids=["idless-result-first", "call-first"])
+def test_result_for_an_id_taken_by_a_fifo_pair_is_a_fifo_conflict(result_first: bool) -> None:
+    """The id's call was closed by position with an id-less result, so the first result carrying the
+    id is not a second result (`duplicate_result`): it says the FIFO pair is probably wrong. Both
+    orders of the FIFO pair (id-less result held early, or call open first) close the id the same."""
+    stray, c = result("c", None, name="f", ts=1), call("c", "a2", name="f", ts=2)
+    events = [stray, c] if result_first else [c, stray]
+    out = run(Engine(), [*events, result("c", "a2", ts=3), result("c", "a2", ts=4)])
+    conflict = ("orphan_result", "fifo_conflict")
+    assert kinds(out) == [("pair", "fifo"), conflict, conflict]
+
+
+def test_id_pair_then_the_id_again_stays_a_duplicate_result() -> None:
+    """Only a FIFO closing makes a conflict: an id paired by id and then FIFO traffic beside it
+    leaves a repeated result for that id a `duplicate_result`."""
+    events = [call("c", "a", ts=1), result("c", "a", ts=2), call("c", None, ts=3), result("c", None, ts=4)]
+    out = run(Engine(), [*events, result("c", "a", ts=5)])
+    assert kinds(out) == [("pair", "id"), ("pair", "fifo"), ("orphan_result", "duplicate_result")]
+
+
+def test_a_new_call_reusing_a_fifo_closed_id_is_paired_by_id() -> None:
+    """A call that reuses the id starts afresh (the closed memory forgets it): its result pairs by id,
+    and only a result after that is a `duplicate_result`."""
+    events = [result("c", None, name="f", ts=1), call("c", "a", name="f", ts=2), call("c", "a", ts=3)]
+    out = run(Engine(), [*events, result("c", "a", ts=4), result("c", "a", ts=5)])
+    assert kinds(out) == [("pair", "fifo"), ("pair", "id"), ("orphan_result", "duplicate_result")]
+
+
 def test_duplicate_results_held_before_late_call() -> None:
     e = Engine()
     out = run(e, [result("c", "a", ts=1), result("c", "a", ts=2), call("c", "a", ts=3)])

@@ -396,6 +396,34 @@ def records(draw: st.DrawFn, skew: dict[str, int]) -> tuple[bytes, str | None, f
 
 
 @st.composite
+def fifo_steal(draw: st.DrawFn, skew: dict[str, int]) -> list[tuple[bytes, str | None, float | None]]:
+    """An id-less result, then a call with an id and that call's own result, in one conversation:
+    the id-less result FIFO-pairs with the call, so the call's own result is a `fifo_conflict`
+    orphan. Random records rarely line the three up (and a small closed-id memory forgets the id),
+    so they are drawn together; canonical or Anthropic (whose blank `tool_use_id` is no id)."""
+    conv, rid, name = draw(st.sampled_from(CONVS)), draw(st.sampled_from(IDS)), draw(st.sampled_from(NAMES))
+    ms = T0 + skew[conv] + draw(st.integers(0, 40)) * 250
+    anthropic = draw(st.booleans())
+    out: list[tuple[bytes, str | None, float | None]] = []
+    for i, (is_call, eid) in enumerate([(False, None), (True, rid), (False, rid)]):
+        if anthropic:
+            block: dict[str, Any] = (
+                {"type": "tool_use", "id": eid, "name": name, "input": {}}
+                if is_call
+                else {"type": "tool_result", "tool_use_id": eid or "", "content": "ok"}
+            )
+            msg = {"role": "assistant" if is_call else "user", "content": [block]}
+            rec: dict[str, Any] = {"conversation_id": conv, "ts": _iso(ms + i * 250, "Z"), "message": msg}
+        else:
+            rec = {"conversation_id": conv, "type": "tool_call" if is_call else "tool_result", "name": name}
+            if eid is not None:
+                rec["id"] = eid
+            rec["ts"] = _iso(ms + i * 250, "Z")
+        out.append((orjson.dumps(rec), None, None))
+    return out
+
+
+@st.composite
 def scenarios(draw: st.DrawFn, *, well_formed_streams: bool = False) -> tuple[EngineConfig, list[Any]]:
     skew = {c: draw(st.integers(-20_000, 20_000)) for c in CONVS}  # per-conversation clocks
     cfg = EngineConfig(
@@ -411,6 +439,12 @@ def scenarios(draw: st.DrawFn, *, well_formed_streams: bool = False) -> tuple[En
     )
     record = stream_records if well_formed_streams else records
     base = draw(st.lists(record(skew), min_size=1, max_size=40))
+    if not well_formed_streams and draw(st.booleans()):
+        lo = 0
+        for rec in draw(fifo_steal(skew)):  # in order, each at a drawn place after the one before
+            lo = draw(st.integers(lo, len(base)))
+            base.insert(lo, rec)
+            lo += 1
     ops: list[Any] = []
     for rec in base:
         ops.append(("feed", rec))

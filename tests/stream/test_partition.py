@@ -36,6 +36,9 @@ from tests.engine_helpers import DecodedPartitionState, Msg, stream_pipeline
 
 T0 = 1_741_944_400_000  # event times in ms
 TOPICS = OutputTopics.for_input("in")
+# Orphan reasons that need the id's closing remembered: a replay that starts after the closing
+# gives `no_call` instead (README, DELIVERY.md "Limits").
+SECOND_RESULTS = ("duplicate_result", "fifo_conflict", "late_result")
 
 
 def log_of(values: list[bytes | None], key: bytes | None = b"k") -> list[Msg]:
@@ -237,8 +240,8 @@ def test_checkpointed_replay_emits_exactly_what_the_original_would_have(
     total = before + identities(rest_replayed)
     assert all(v == 1 for v in total.values()), {k: v for k, v in total.items() if v != 1}
     # ... with the same pairs, and the same orphans except one documented case: a result whose id
-    # was closed *before* the committed offset is a `duplicate_result`/`late_result` originally,
-    # but the rebuilt state never saw that id close, so it waits out the grace as `no_call`.
+    # was closed *before* the committed offset is one of SECOND_RESULTS originally, but the rebuilt
+    # state never saw that id close, so it waits out the grace as `no_call`.
     assert [e.record for e in out if e.record["kind"] == "pair"] == [
         e.record for e in after if e.record["kind"] == "pair"
     ]
@@ -246,8 +249,8 @@ def test_checkpointed_replay_emits_exactly_what_the_original_would_have(
     fate_b = {k: r.record.get("reason") for r in rest_replayed for k in identities([r])}
     for k, reason in fate_a.items():
         if fate_b[k] != reason:
-            assert reason in ("duplicate_result", "late_result") and fate_b[k] in ("no_call", "shutdown")
-    if all(r.record.get("reason") not in ("duplicate_result", "late_result") for r in after):
+            assert reason in SECOND_RESULTS and fate_b[k] in ("no_call", "shutdown")
+    if all(r.record.get("reason") not in SECOND_RESULTS for r in after):
         assert [e.record for e in out] == [e.record for e in after]  # then exactly the same records
     assert replayed.commit_offset() == original.commit_offset() or not original.pipeline.held_positions()
 
@@ -271,10 +274,10 @@ def test_plain_replay_without_checkpoint_would_pair_wrongly_and_twice() -> None:
     plain = state(start=1)
     wrong = plain.feed(log[1:], wall_ms=0.0)
     # Result 2 is emitted a second time, and now FIFO-paired with call 1 (which was not its partner);
-    # call 1's real result is then a duplicate.
+    # call 1's real result is then a `fifo_conflict` orphan (the sign that this FIFO pair is wrong).
     assert [(e.record["kind"], e.record.get("reason")) for e in wrong] == [
         ("pair", None),
-        ("orphan_result", "duplicate_result"),
+        ("orphan_result", "fifo_conflict"),
     ]
     assert (wrong[0].record["call"]["source"]["offset"], wrong[0].record["result"]["source"]["offset"]) == (
         1,
@@ -505,7 +508,7 @@ def test_replay_gives_the_first_pass_outputs_for_event_time_expiries(
     # The same records in the same order, expiries included, but for the documented exception: a
     # result whose call was closed (timed out) before the cut is a `late_result` on the first pass,
     # and an unknown id, `no_call` after its grace, once rebuilt (see the test above).
-    exceptions = [e for e in first_pass if e.record.get("reason") in ("duplicate_result", "late_result")]
+    exceptions = [e for e in first_pass if e.record.get("reason") in SECOND_RESULTS]
     if not exceptions:
         assert [e.record for e in replayed] == [e.record for e in first_pass]
         return
@@ -513,7 +516,7 @@ def test_replay_gives_the_first_pass_outputs_for_event_time_expiries(
     for e in first_pass:
         for k in identities([e]):
             if fate[k] != e.record.get("reason"):
-                assert e.record["reason"] in ("duplicate_result", "late_result")
+                assert e.record["reason"] in SECOND_RESULTS
                 assert fate[k] in ("no_call", "shutdown")
     assert [e.record for e in replayed if e.record["kind"] == "pair"] == [
         e.record for e in first_pass if e.record["kind"] == "pair"
