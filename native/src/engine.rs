@@ -959,23 +959,46 @@ impl Engine {
     /// Emits what this conversation's clock has passed the event-time deadline of, oldest
     /// deadline first (ties: arrival order).
     fn fire_conversation(&mut self, conv: usize, clock: f64, out: &mut Out) {
+        self.fire_due(
+            |e| &mut e.conv_mut(conv).timers,
+            |h| h.deadline_ms,
+            clock,
+            out,
+        );
+    }
+
+    /// Emits the held events whose timer in `timers` is due by `now` (deadline <= now), oldest
+    /// deadline first (ties: arrival order), as a timeout (a call) or no_call (a result). Why one
+    /// loop: the event-time timers (a conversation's heap, `Held::deadline_ms`) and the processing
+    /// timers (the engine's heap, `Held::p_deadline_ms`) fire by the same rule; a timer whose
+    /// event was released or re-timed since (its deadline no longer equals the held one) is stale
+    /// and only dropped.
+    fn fire_due(
+        &mut self,
+        timers: impl Fn(&mut Self) -> &mut BinaryHeap<Reverse<Timer>>,
+        deadline_of: impl Fn(&Held) -> f64,
+        now: f64,
+        out: &mut Out,
+    ) {
         loop {
-            let c = self.conv_mut(conv);
-            let Some(Reverse(Timer(deadline, seq))) = c.timers.peek() else {
+            let heap = timers(self);
+            let Some(&Reverse(Timer(deadline, seq))) = heap.peek() else {
                 return;
             };
-            if *deadline > clock {
+            if deadline > now {
                 return;
             }
-            let (deadline, seq) = (*deadline, *seq);
-            c.timers.pop();
-            let Some(h) = self.held.get(&seq) else {
-                continue;
+            heap.pop();
+            let reason = match self.held.get(&seq) {
+                Some(h) if deadline_of(h) == deadline => {
+                    if h.ev.is_call {
+                        "timeout"
+                    } else {
+                        "no_call"
+                    }
+                }
+                _ => continue, // already paired or emitted: a stale timer
             };
-            if h.deadline_ms != deadline {
-                continue; // already paired or emitted: a stale timer
-            }
-            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
             self.emit_orphan_seq(seq, reason, out);
         }
     }
@@ -992,41 +1015,27 @@ impl Engine {
             for h in self.held.map.values_mut() {
                 h.p_deadline_ms = now + if h.ev.is_call { call_timeout } else { grace };
             }
-            self.heap = self
-                .held
-                .map
-                .iter()
-                .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
-                .collect();
+            self.heap = self.processing_timers();
         }
         self.processing_ms = now;
-        while let Some(Reverse(Timer(deadline, seq))) = self.heap.peek() {
-            if *deadline > now {
-                break;
-            }
-            let (deadline, seq) = (*deadline, *seq);
-            self.heap.pop();
-            let Some(h) = self.held.get(&seq) else {
-                continue;
-            };
-            if h.p_deadline_ms != deadline {
-                continue;
-            }
-            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
-            self.emit_orphan_seq(seq, reason, out);
-        }
+        self.fire_due(|e| &mut e.heap, |h| h.p_deadline_ms, now, out);
         if self.heap.len() > 2 * self.held.len() + 1024 {
-            self.heap = self
-                .held
-                .map
-                .iter()
-                .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
-                .collect();
+            self.heap = self.processing_timers();
         }
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + IDLE_SWEEP_EVERY_MS;
             self.expire_idle(now);
         }
+    }
+
+    /// A processing-timer heap of exactly what is held (one timer each, at its `p_deadline_ms`):
+    /// built when processing time starts, and again when stale timers outnumber the live ones.
+    fn processing_timers(&self) -> BinaryHeap<Reverse<Timer>> {
+        self.held
+            .map
+            .iter()
+            .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
+            .collect()
     }
 
     /// Forgets idle conversations whose last event is older than the TTL in processing time.
