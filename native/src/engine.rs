@@ -18,6 +18,9 @@ use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
 use crate::tagging::{ConvTags, EventTag, Tagger};
 
+#[path = "changes.rs"]
+mod changes;
+
 pub struct Config {
     pub call_timeout_ms: f64,
     pub result_grace_ms: f64,
@@ -139,6 +142,9 @@ struct Conv {
     next: usize,
     // The failure tagger's state (tagging.py `Conversation.tags`): dropped with the conversation.
     tags: Option<Box<ConvTags>>,
+    // Its clock entry in the last checkpoint, and whether it is in `changes.dirty` (changes.rs).
+    ck: changes::Ck,
+    ck_dirty: bool,
 }
 
 const NIL: usize = usize::MAX;
@@ -295,6 +301,8 @@ pub struct Engine {
     pub current_offset: Option<i64>,
     /// Conversation clocks from a checkpoint, applied when the conversation is first seen again.
     restored_clocks: HashMap<String, f64>,
+    /// Changes since the last checkpoint mark (changes.rs).
+    changes: changes::Changes,
 }
 
 impl Engine {
@@ -326,6 +334,7 @@ impl Engine {
             log_evictions: false,
             current_offset: None,
             restored_clocks: HashMap::default(),
+            changes: changes::Changes::default(),
         }
     }
 
@@ -334,6 +343,7 @@ impl Engine {
     pub fn process(&mut self, ev: Event, now_ms: Option<f64>, out: &mut Out) {
         let mut ts = ev.ts_ms.or(now_ms);
         let conv = self.conversation(&ev.conversation_id, out);
+        self.note_touch(conv);
         let clock = self.conv(conv).clock_ms;
         if ts.is_none() && clock != f64::NEG_INFINITY {
             ts = Some(clock);
@@ -376,6 +386,7 @@ impl Engine {
         if let Some(&i) = self.by_id.get(cid) {
             let c = self.conv_mut(i);
             c.clock_ms = c.clock_ms.max(clock_ms);
+            self.note_touch(i);
         } else {
             let e = self
                 .restored_clocks
@@ -443,6 +454,9 @@ impl Engine {
     }
 
     fn clear_convs(&mut self) {
+        for c in std::mem::take(&mut self.slab).into_iter().flatten() {
+            self.note_removed(&c);
+        }
         self.id_bytes = 0;
         self.slab.clear();
         self.free.clear();
@@ -710,6 +724,7 @@ impl Engine {
     fn remove_conv(&mut self, i: usize) -> Conv {
         self.lru_unlink(i);
         let c = self.slab[i].take().expect("live conversation");
+        self.note_removed(&c);
         self.by_id.remove(&c.cid);
         self.free.push(i);
         c
@@ -751,6 +766,8 @@ impl Engine {
                     prev: NIL,
                     next: NIL,
                     tags: None,
+                    ck: None,
+                    ck_dirty: false,
                 };
                 let i = match self.free.pop() {
                     Some(i) => {
@@ -797,6 +814,8 @@ impl Engine {
             p_now + timeout
         };
         self.held_bytes += held_cost(&self.cfg, ev.size);
+        self.note_held((self.current_offset, ev.block), true);
+        self.note_touch(conv);
         self.held.insert(
             seq,
             Held {
@@ -835,6 +854,8 @@ impl Engine {
     fn release(&mut self, seq: u64) -> Option<Held> {
         let h = self.held.remove(&seq)?;
         self.held_bytes -= held_cost(&self.cfg, h.ev.size);
+        self.note_held((h.offset, h.ev.block), false);
+        self.note_touch(h.conv);
         let c = self.slab[h.conv].as_mut().expect("live conversation");
         if h.ev.is_call {
             c.open_calls.remove(&seq);

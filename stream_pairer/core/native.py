@@ -53,7 +53,7 @@ from stream_pairer.core.model import (
     dead_letter,
     output_meta,
 )
-from stream_pairer.core.pipeline import PipelineObserver, StateGauges, Summary
+from stream_pairer.core.pipeline import HeldChanges, PipelineObserver, StateGauges, Summary
 from stream_pairer.core.vocab import Record
 from stream_pairer.errors import NativeUnavailable
 
@@ -346,6 +346,15 @@ class NativePipeline:
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
         clocks: list[tuple[int, int, float]] = self.core.held_clocks()
         return clocks
+
+    def mark_clock_positions(self) -> list[tuple[int, int, float]]:
+        """`held_clock_positions`, and the base `held_changes` counts from (a snapshot's)."""
+        clocks: list[tuple[int, int, float]] = self.core.mark_clocks()
+        return clocks
+
+    def held_changes(self) -> HeldChanges:
+        """The core's changes since the last mark (engine.py `held_changes`): O(changes)."""
+        return HeldChanges(*self.core.held_changes())
 
     def end_restore(self) -> None:
         self.core.end_restore()
