@@ -97,12 +97,13 @@ def key(group: str, topic: str, partition: int, seq: int = 0) -> bytes:
 
 def snapshot_key(record_key: bytes) -> tuple[bytes, int]:
     """(the snapshot key of its partition, seq) of a checkpoint record's key: a delta's key is the
-    snapshot's with `, seq` before the closing bracket (seq is last, so the last comma is its)."""
-    if record_key.count(b",") >= 3 and record_key.endswith(b"]"):
-        cut = record_key.rfind(b",")
-        tail = record_key[cut + 1 : -1]
-        if tail.isdigit():
-            return record_key[:cut] + b"]", int(tail)
+    snapshot's with the slot appended (see `key`); a key that is neither is returned as is, seq 0."""
+    try:
+        parts = orjson.loads(record_key)
+    except orjson.JSONDecodeError:
+        return record_key, 0
+    if isinstance(parts, list) and len(parts) == 4 and type(parts[3]) is int and parts[3] > 0:
+        return orjson.dumps(parts[:3]), parts[3]
     return record_key, 0
 
 
@@ -292,9 +293,9 @@ def assemble(snapshot: Checkpoint, deltas: Iterable[Checkpoint]) -> Chain:
             by_seq[d.seq] = d
     chain: list[Checkpoint] = []
     token = snapshot.token
-    while (d := by_seq.get(len(chain) + 1)) is not None and d.prev == token:
-        chain.append(d)
-        token = d.token
+    while (link := by_seq.get(len(chain) + 1)) is not None and link.prev == token:
+        chain.append(link)
+        token = link.token
     return Chain(snapshot, tuple(chain))
 
 

@@ -440,10 +440,7 @@ class PartitionState:
         if committed is None:
             return None
         held = self.pipeline.held_positions()
-        if mark:
-            clocks = self.pipeline.mark_clock_positions()
-        else:
-            clocks = self.pipeline.held_clock_positions()
+        clocks = self.pipeline.mark_clock_positions() if mark else self.pipeline.held_clock_positions()
         processed, processing_ms = self._header(committed)
         if self.replay is not None and self.replay.active:
             pending = self.replay.pending()

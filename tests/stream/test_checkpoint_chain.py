@@ -42,7 +42,7 @@ class Log:
 
 
 def _commit(states: tuple[PartitionState, ...], log: Log, token: str) -> tuple[Checkpoint | None, bool]:
-    """Both engines' records must be the same; returns the whole checkpoint and whether a delta was written."""
+    """Both engines' records must be the same: (the whole checkpoint, whether a delta was written)."""
     py, nat = states
     rec = py.checkpoint_record("g", token)
     assert nat.checkpoint_record("g", token) == rec
@@ -55,7 +55,9 @@ def _commit(states: tuple[PartitionState, ...], log: Log, token: str) -> tuple[C
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(lives(), st.lists(st.sampled_from(["ok", "ok", "ok", "lost", "uncommitted"]), min_size=40, max_size=40))
+@given(
+    lives(), st.lists(st.sampled_from(["ok", "ok", "ok", "lost", "uncommitted"]), min_size=40, max_size=40)
+)
 def test_the_written_chain_assembles_to_the_whole_checkpoint(
     life: tuple[EngineConfig, bool, list[Msg], list[Any]], fates: list[str]
 ) -> None:

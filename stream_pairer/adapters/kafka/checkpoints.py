@@ -111,7 +111,9 @@ class CheckpointStore:
             )
             # Inputs with no snapshot in their window yet: look further back in that checkpoint partition.
             todo = [
-                w for w in todo if any(t not in have_snapshot for t in wanted[w].values()) and lo[w] > begins[w]
+                w
+                for w in todo
+                if any(t not in have_snapshot for t in wanted[w].values()) and lo[w] > begins[w]
             ]
             for w in todo:
                 hi[w] = lo[w]

@@ -230,8 +230,8 @@ class PartitionsMixin(SidecarState):
             chain = chains[tp]
             cp: Checkpoint | None = None
             if chain is not None:
-                head = chain.newest
-                if not head.matches(offset, metadata) and cfg.exactly_once:
+                head: Checkpoint | None = chain.newest
+                if head is not None and not head.matches(offset, metadata) and cfg.exactly_once:
                     offset, metadata, head = await self._await_stable(tp, head, offset, metadata)
                 if head is not None and head.matches(offset, metadata):
                     cp = chain.state(len(chain.deltas))
