@@ -21,6 +21,13 @@ in its commit metadata: in exactly-once mode both are written in one transaction
 match; in at-least-once mode a crash between the two (or an operator resetting the offsets) leaves
 a mismatch, and the partition falls back to a plain replay (at-least-once duplicates, documented).
 
+Written as a chain, so a commit costs what changed rather than what is held: a snapshot (the whole
+state, version 1) and then deltas (version 2: positions held and released, clock entries set and
+dropped since the previous record), each naming its snapshot (`epoch`), its place (`seq`) and the
+token of the state it applies to (`prev`). `read_chain`/`assemble` rebuild the states from what
+the compacted topic gives back; `Chain.find` picks the one the committed offset names.
+docs/DELIVERY.md, *Delta checkpoints*, has the keys, the snapshot rule and the failure cases.
+
 Encoding (orjson, zlib-compressed past COMPRESS_OVER bytes): held offsets are delta-encoded from `C`;
 an offset whose only held block is 0 is a bare integer, otherwise `[delta, block, ...]`; clocks are
 `[offset delta, block, clock]`, deltas from the previous entry (see `_encode_clocks`).
