@@ -185,8 +185,7 @@ class Engine:
         # seq -> position of each held event, kept in step with _held once track_positions is called
         self.positions: dict[int, Any] = {}
         self._position_of: Callable[[ToolEvent], Any] | None = None
-        # Changes since the last checkpoint mark (see held_changes), kept once track_positions is
-        # called: position -> held (True) or released (False), the last change winning; and the
+        # Changes since the last checkpoint mark (see held_changes), kept from the first mark: position -> held (True) or released (False), the last change winning; and the
         # conversations whose clock entry may have changed (touched, or one of its events released).
         self.changes: dict[Any, bool] = {}
         self._dirty: set[Conversation] | None = None
@@ -563,8 +562,8 @@ class Engine:
         self._held[seq] = held
         if self._position_of is not None:
             position = self.positions[seq] = self._position_of(event)
-            self.changes[position] = True
-            if self._dirty is not None:
+            if self._dirty is not None:  # after the first mark_clocks: a delta checkpoint may ask
+                self.changes[position] = True
                 self._dirty.add(conv)
         self.held_bytes += held_cost(event.size)
         if deadline != INF:
@@ -593,10 +592,9 @@ class Engine:
         if self._held.pop(held.seq, None) is None:
             return
         position = self.positions.pop(held.seq, None)
-        if position is not None:
+        if position is not None and self._dirty is not None:
             self.changes[position] = False
-            if self._dirty is not None:
-                self._dirty.add(held.conv)
+            self._dirty.add(held.conv)
         ev = held.event
         conv = held.conv
         self.held_bytes -= held_cost(ev.size)
