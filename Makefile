@@ -12,9 +12,21 @@ ENGINE_RECORDS ?= 300000
 SOAK_SECONDS ?= 600
 LATENCY_SECONDS ?= 60
 
-.PHONY: bench bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native bench-output-size
+.PHONY: bench bench-targets bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native bench-output-size
 
 bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak bench-output-size
+	$(PYTHON) bench/targets.py
+
+# Issue 15's targets alone, each a ratio from this one run, then the table (bench/targets.py reads the
+# rows just appended for this commit): the compiled core with tagging against an orjson round trip at
+# 1k/100k/1M open conversations; the sidecar against the aiokafka send_batch passthrough and the Quix
+# peer in both modes; latency at half of the peak just measured; a 10-minute soak (~35 min in all).
+bench-targets: bench-deps
+	$(PYTHON) bench/native_bench.py --conversations 1000 100000 1000000 --records $(ENGINE_RECORDS) --repeat $(REPEAT) --variants orjson native_tag
+	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --partitions $(PARTITIONS) --repeat 1 --runners aiokafka-batch sidecar sidecar-eos quix quix-eos
+	$(PYTHON) bench/latency.py --duration $(LATENCY_SECONDS)
+	$(PYTHON) bench/soak.py --duration $(SOAK_SECONDS)
+	$(PYTHON) bench/targets.py
 
 bench-deps:
 	$(PYTHON) -m pip install -q -e '.[dev,bench]'

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common
 import datagen
 import stream_formats
 from engine_bench import engine_config
@@ -212,6 +213,18 @@ def bench(k: int, n: int, args: argparse.Namespace) -> None:
         ratio = f"  {med / base:5.2f}x orjson" if base else ""
         note = f"  ({share[v]})" if v in share else ""
         print(f"  {v:10s} {us:7.2f} us/record CPU  {len(recs) / med:>10,.0f} records/s{ratio}{note}")
+        common.record(
+            "native",
+            {
+                "conversations": k,
+                "format": args.format,
+                "records": len(recs),
+                "variant": v,
+                "us_per_record": round(us, 3),
+                "ratio_vs_orjson": round(med / base, 3) if base else None,
+                "repeat": args.repeat,
+            },
+        )
 
 
 def _rss_mib() -> float:
