@@ -211,6 +211,9 @@ class PartitionsMixin(SidecarState):
                 st, last = parked
                 if last is not None and last.matches(*committed[tp]):
                     # Nobody committed this partition since we did: our state is still its state.
+                    # Its next checkpoint is a snapshot all the same: another owner may have
+                    # written one meanwhile (without committing), which our chain would not extend.
+                    st.checkpoint_failed()
                     self._activate(consumer, tp, st, None)
                     log.info("partition %s kept its state (reassigned to this instance)", tp_key(tp))
                     continue
