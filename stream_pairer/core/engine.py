@@ -185,7 +185,8 @@ class Engine:
         # seq -> position of each held event, kept in step with _held once track_positions is called
         self.positions: dict[int, Any] = {}
         self._position_of: Callable[[ToolEvent], Any] | None = None
-        # Changes since the last checkpoint mark (see held_changes), kept from the first mark: position -> held (True) or released (False), the last change winning; and the
+        # Changes since the last checkpoint mark (see held_changes), kept from the first mark:
+        # position -> held (True) or released (False), the last change winning; and the
         # conversations whose clock entry may have changed (touched, or one of its events released).
         self.changes: dict[Any, bool] = {}
         self._dirty: set[Conversation] | None = None
