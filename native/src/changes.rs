@@ -77,11 +77,16 @@ impl Engine {
 
     /// engine.py `mark_clocks`: `held_clocks`, taken as the base of the next `held_changes`.
     pub fn mark_clocks(&mut self) -> Vec<ClockAt> {
+        for i in std::mem::take(&mut self.changes.dirty) {
+            // Not drained: their flags must not keep them out of the next delta's dirty list.
+            if let Some(c) = self.slab.get_mut(i).and_then(Option::as_mut) {
+                c.ck_dirty = false;
+            }
+        }
         let ch = &mut self.changes;
         ch.on = true;
         ch.mark += 1;
         ch.held.clear();
-        ch.dirty.clear();
         ch.unclocked.clear();
         let mark = ch.mark;
         let mut first: Vec<(usize, u64)> = Vec::new(); // (conversation, its first held seq)

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream_pairer.core import native
 from stream_pairer.core.engine import EngineConfig
-from stream_pairer.stream.checkpoint import Checkpoint, decode, encode, key, read_chain
-from stream_pairer.stream.partition import PartitionState
+from stream_pairer.stream.checkpoint import Checkpoint, assemble, decode, encode, key, read_chain
+from stream_pairer.stream.partition import OutputTopics, PartitionState
+from tests.engine_helpers import stream_pipeline
 from tests.stream.test_partition_engines import Msg, Twin, _same, lives
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
@@ -123,3 +125,35 @@ def test_the_written_chain_assembles_to_the_whole_checkpoint(
     if full is not None:
         chain = read_chain(log.records)
         assert chain is not None and chain.find(full.committed, full.metadata) == full
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_a_conversation_touched_before_a_snapshot_still_reaches_the_next_delta(engine: str) -> None:
+    """A conversation touched since the last record, then holding nothing when a snapshot is taken,
+    must be looked at again when it next holds an event: its clock entry (the clock is ahead of
+    the new event's time, so a replay could not rebuild it) belongs in the next delta."""
+
+    def msg(offset: int, kind: str, cid: str, ts: int) -> Msg:
+        body = {"conversation_id": "A", "type": kind, "id": cid, "name": "t", "ts": ts}
+        return Msg(offset, b"A", orjson.dumps(body), ts)
+
+    cfg = EngineConfig(call_timeout_ms=10**9, result_grace_ms=10**9)
+    st = PartitionState(
+        "in",
+        0,
+        stream_pipeline(cfg, engine=engine),
+        OutputTopics.for_input("in"),
+        start_offset=0,  # type: ignore[arg-type]
+    )
+    st.feed([msg(0, "tool_call", "c1", 100)], 0.0)
+    assert st.checkpoint_record("g", "t1") is not None  # a snapshot: the base of the changes
+    st.feed([msg(1, "tool_result", "c1", 200)], 0.0)  # pairs: A holds nothing, its clock is 200
+    st.checkpoint_failed()
+    snapshot = st.checkpoint_record("g", "t2")
+    assert snapshot is not None and not snapshot.is_delta and snapshot.held == ()
+    st.feed([msg(2, "tool_call", "c2", 150)], 0.0)  # held; A's clock (200) is not its time
+    rec = st.checkpoint_record("g", "t3")
+    full = st.checkpoint("g", "t3")
+    assert rec is not None and rec.is_delta and full is not None
+    assert full.clocks == ((2, 0, 200_000.0),)  # "ts" in seconds
+    assert assemble(snapshot, [rec]).state(1) == full
