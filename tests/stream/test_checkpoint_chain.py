@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from stream_pairer.core import native
 from stream_pairer.core.engine import EngineConfig
+from stream_pairer.stream import partition
 from stream_pairer.stream.checkpoint import Checkpoint, assemble, decode, encode, key, read_chain
 from stream_pairer.stream.partition import OutputTopics, PartitionState
 from tests.engine_helpers import stream_pipeline
@@ -58,11 +59,24 @@ def _commit(states: tuple[PartitionState, ...], log: Log, token: str) -> tuple[C
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    lives(), st.lists(st.sampled_from(["ok", "ok", "ok", "lost", "uncommitted"]), min_size=40, max_size=40)
+    lives(),
+    st.lists(st.sampled_from(["ok", "ok", "ok", "lost", "uncommitted"]), min_size=40, max_size=40),
+    st.sampled_from([(256, 1024), (1, 3), (3, 1), (0, 2)]),
 )
 def test_the_written_chain_assembles_to_the_whole_checkpoint(
-    life: tuple[EngineConfig, bool, list[Msg], list[Any]], fates: list[str]
+    life: tuple[EngineConfig, bool, list[Msg], list[Any]], fates: list[str], rule: tuple[int, int]
 ) -> None:
+    """`rule`: the snapshot rule (SNAPSHOT_MIN_CHANGES, MAX_DELTAS), also small, so snapshots come
+    often between deltas: a snapshot must not lose what the deltas after it need."""
+    saved = partition.SNAPSHOT_MIN_CHANGES, partition.MAX_DELTAS
+    partition.SNAPSHOT_MIN_CHANGES, partition.MAX_DELTAS = rule
+    try:
+        _written_chain(life, fates)
+    finally:
+        partition.SNAPSHOT_MIN_CHANGES, partition.MAX_DELTAS = saved
+
+
+def _written_chain(life: tuple[EngineConfig, bool, list[Msg], list[Any]], fates: list[str]) -> None:
     cfg, repartition, msgs, ops = life
     ops = [op for op in ops for op in ((op, ("commit",)) if op[0] == "feed" else (op,))]  # more commits
     twin = Twin(cfg, repartition)
