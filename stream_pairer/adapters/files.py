@@ -50,6 +50,7 @@ OUTPUT_FILES = {
 _KIND_AT: Final = len(b'{"kind":"')  # where an encoded output record's kind starts
 CHUNK: Final = 1 << 16  # bytes read at a time from an input
 OVERSIZE_HEAD: Final = 4096  # first bytes of an oversize line kept for its dead letter
+DOCUMENT_REST_LIMIT: Final = 1 << 20  # bytes of a broken document's rest kept without --max-record-bytes
 # Top-level keys of a document whose array value holds the messages, in the order tried.
 DOCUMENT_KEYS: Final = ("messages", "contents", "input", "conversation", "history")
 # Suffixes of the files a directory walk picks up (other files, e.g. READMEs, are not inputs).
@@ -221,6 +222,7 @@ class FileRecords:
         self.fields = frozenset(f for f in conversation_fields if "." not in f)
         self.session: str | None = None
         self.kind = "jsonl"  # or "document", once iteration has started
+        self._n = 0  # items taken from a document so far
 
     def set_session(self, session_id: str) -> None:
         self.session = session_id
@@ -232,7 +234,7 @@ class FileRecords:
             if _is_document(head, len(head) < CHUNK):
                 self.kind = "document"
                 body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a Windows editor's BOM
-                yield from self._document(_Chained(body, stream))
+                yield from self._document(_Chained(body, stream, self.max_bytes or DOCUMENT_REST_LIMIT))
             else:
                 for lineno, raw in split_lines(stream, head, self.max_bytes):
                     yield {"file": self.label, "line": lineno}, raw, self._key(None)
@@ -246,60 +248,73 @@ class FileRecords:
         return self.forced or self.session or doc_key or self.label
 
     def _document(self, reader: _Chained) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+        """Every top-level JSON value of the file, one after the other: one document, or several
+        written back to back (`jq .` output, concatenated transcripts, a stray value before JSONL
+        lines). Nothing after the first value is left unread: it is records or a dead letter."""
         import ijson  # noqa: PLC0415 - only documents need it
 
-        n = 0
+        self._n = 0
         try:
-            events = ijson.parse(reader, use_float=True)
-            _, first, _ = next(events)
-            if first == "start_array":
-                for i, item in _items(events):
-                    n += 1
-                    yield self._item(n, f"[{i}]", item, None)
-                return
-            if first != "start_map":
-                raise InputError(f"{self.name}: a JSON document that is not an array or an object")
-            doc_key: str | None = None
-            rest: dict[str, Any] = {}
-            streamed = False
-            for prefix, event, value in events:
-                if event == "end_map" and prefix == "":
-                    break
-                key = value  # a top-level map_key: the next event opens its value
-                _, vevent, vvalue = next(events)
-                if vevent == "start_array" and key in DOCUMENT_KEYS:
-                    streamed = True
+            events = ijson.parse(reader, use_float=True, multiple_values=True)
+            for v, (_, first, value) in enumerate(events):
+                at = f"({v})" if v else ""  # item paths of the second value on say which value
+                if first == "start_array":
                     for i, item in _items(events):
-                        n += 1
-                        yield self._item(n, f"{key}[{i}]", item, doc_key)
-                elif vevent == "start_array" and key == "samples":
-                    streamed = True
-                    for s, sample in _items(events):
-                        for where, item, sample_key in _sample_messages(s, sample, self.label):
-                            n += 1
-                            yield self._item(n, where, item, sample_key)
-                elif vevent in _SCALARS:
-                    rest[key] = vvalue
-                    if (
-                        key in self.fields
-                        and doc_key is None
-                        and type(vvalue) in (str, int)
-                        and str(vvalue).strip()
-                    ):
-                        doc_key = str(vvalue).strip()
-                else:
-                    rest[key] = _build(vevent, vvalue, events)
-            if not streamed:
-                # An object with no message list: a single record written over several lines.
-                yield self._item(1, "", rest, None)
+                        yield self._next(f"{at}[{i}]", item, None, reader)
+                elif first == "start_map":
+                    yield from self._object(at, events, reader)
+                else:  # a bare number or string between documents: a record that is no object
+                    yield self._next(at or "(0)", value, None, reader)
         except ijson.JSONError as err:
-            # The document breaks off: what was streamed stays; the break is one dead letter.
-            detail = f"the document is not valid JSON after its {n} items read: {err}"
+            # The document breaks off: what was streamed stays; the rest of the file (from the
+            # last block read before the break, so it may repeat the end of the last item) is one
+            # dead letter with those bytes as its raw, up to the record size limit.
+            rest, size = reader.rest()
+            detail = f"the document is not valid JSON after its {self._n} items read: {_reason(err)}"
             yield (
-                {"file": self.label, "line": n + 1, "item": "(rest of document)"},
-                Oversize(0, b"", "invalid_json", detail),
+                {"file": self.label, "line": self._n + 1, "item": "(rest of document)"},
+                Oversize(size, rest, "invalid_json", detail),
                 self._key(None),
             )
+
+    def _object(
+        self, at: str, events: Iterator[tuple[str, str, Any]], reader: _Chained
+    ) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+        """A top-level object whose start_map was just read: its message list streamed item by
+        item, or (no message list) the object itself as one record written over several lines."""
+        doc_key: str | None = None
+        rest: dict[str, Any] = {}
+        streamed = False
+        for prefix, event, value in events:
+            if event == "end_map" and prefix == "":
+                break
+            key = value  # a top-level map_key: the next event opens its value
+            _, vevent, vvalue = next(events)
+            if vevent == "start_array" and key in DOCUMENT_KEYS:
+                streamed = True
+                for i, item in _items(events):
+                    yield self._next(f"{at}{key}[{i}]", item, doc_key, reader)
+            elif vevent == "start_array" and key == "samples":
+                streamed = True
+                for s, sample in _items(events):
+                    for where, item, sample_key in _sample_messages(s, sample, self.label):
+                        yield self._next(at + where, item, sample_key, reader)
+            elif vevent in _SCALARS:
+                rest[key] = vvalue
+                named = key in self.fields and doc_key is None and type(vvalue) in (str, int)
+                if named and str(vvalue).strip():
+                    doc_key = str(vvalue).strip()
+            else:
+                rest[key] = _build(vevent, vvalue, events)
+        if not streamed:
+            yield self._next(at, rest, None, reader)
+
+    def _next(
+        self, where: str, item: Any, doc_key: str | None, reader: _Chained
+    ) -> tuple[Source, bytes | Oversize, str]:
+        self._n += 1
+        reader.mark()
+        return self._item(self._n, where, item, doc_key)
 
     def _item(
         self, n: int, where: str, item: Any, doc_key: str | None
@@ -312,19 +327,58 @@ class FileRecords:
 
 
 class _Chained:
-    """`head` (already read to detect the file kind) followed by the rest of `stream`."""
+    """`head` (already read to detect the file kind) followed by the rest of `stream`.
 
-    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
+    It also keeps the bytes read since the last item was taken (`mark`), up to `limit`, so that a
+    document that breaks off can be dead-lettered with its rest as raw (`rest`): the parser reads
+    whole blocks, so an item taken ends somewhere in the last block read; what follows the item
+    lies in that block or after it."""
+
+    def __init__(self, head: bytes, stream: IO[bytes], limit: int) -> None:
         self.head = head
         self.stream = stream
+        self.limit = limit
+        self._kept: list[bytes] = []
+        self._kept_bytes = 0
+        self._since = 0  # bytes read since the mark, kept or not
+        self._last = b""
 
     def read(self, n: int = -1) -> bytes:
         if n == 0:
             return b""  # ijson probes the type of the stream with read(0)
         if self.head:
             out, self.head = self.head, b""
-            return out
-        return self.stream.read(n)
+        else:
+            out = self.stream.read(n)
+        self._keep(out)
+        self._last = out
+        return out
+
+    def _keep(self, block: bytes) -> None:
+        self._since += len(block)
+        room = self.limit - self._kept_bytes
+        if room > 0 and block:
+            self._kept.append(block[:room])
+            self._kept_bytes += min(room, len(block))
+
+    def mark(self) -> None:
+        """An item was taken: only the last block read (and what comes after) may hold the rest."""
+        self._kept, self._kept_bytes, self._since = [], 0, 0
+        self._keep(self._last)
+
+    def rest(self) -> tuple[bytes, int]:
+        """The bytes from the mark to the end of the input (read now), at most `limit` of them, and
+        how many there are in all."""
+        while block := self.stream.read(CHUNK):
+            self._keep(block)
+        return b"".join(self._kept), self._since
+
+
+def _reason(err: Exception) -> str:
+    """yajl's message without its bytes repr and its multi-line pointer."""
+    arg = err.args[0] if err.args else err
+    text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+    return " ".join(text.split("\n", 1)[0].split()) or type(err).__name__
 
 
 def _is_document(head: bytes, whole: bool) -> bool:

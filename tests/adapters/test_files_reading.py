@@ -129,6 +129,74 @@ def test_a_broken_document_keeps_what_was_read_and_dead_letters_the_rest(tmp_pat
     assert "after its 1 items" in (broken.detail or "")
 
 
+def test_the_rest_of_a_broken_document_is_kept_as_the_dead_letters_raw(tmp_path: Path) -> None:
+    """A bad byte inside message 1 must not lose message 2 (a valid call) without a copy: the
+    dead letter's raw holds the bytes after the break, and its size counts all of them."""
+    p = tmp_path / "bad.json"
+    tail = b', {"role": "assistant", "tool_calls": [{"id": "v2", "type": "function"}]}]'
+    p.write_bytes(b'[{"role": "user", "content": "hi"}, {"role": "user", "content": "x\xff"}' + tail)
+    got = records_of(p, max_bytes=1 << 20)
+    broken = got[-1][1]
+    assert isinstance(broken, Oversize) and broken.reason == "invalid_json"
+    assert tail in broken.head and broken.size == len(broken.head)
+    assert "b'" not in (broken.detail or "") and "\n" not in (broken.detail or "")
+
+
+def test_a_broken_documents_rest_over_the_limit_keeps_its_size(tmp_path: Path) -> None:
+    p = tmp_path / "bad.json"
+    p.write_bytes(b'[{"a": 1}, {"b": "\xff' + b"z" * 10_000 + b'"}]')
+    broken = records_of(p, max_bytes=1000)[-1][1]
+    assert isinstance(broken, Oversize) and len(broken.head) == 1000 and broken.size > 10_000
+
+
+def test_values_written_back_to_back_are_all_read(tmp_path: Path) -> None:
+    """`jq .` output: pretty-printed records one after the other; each is a record."""
+    recs = [
+        {"conversation_id": "c", "type": "tool_call", "id": "a", "name": "n"},
+        {"conversation_id": "c", "type": "tool_result", "call_id": "a", "content": "ok"},
+        {"conversation_id": "c", "type": "tool_call", "id": "b", "name": "n"},
+    ]
+    p = tmp_path / "jq.jsonl"
+    p.write_text("\n".join(json.dumps(r, indent=2) for r in recs) + "\n")
+    got = records_of(p)
+    assert [json.loads(raw) for _, raw, _ in got] == recs
+    assert [src["line"] for src, _, _ in got] == [1, 2, 3]
+
+
+def test_a_stray_value_before_jsonl_lines_loses_nothing(tmp_path: Path) -> None:
+    call = {"conversation_id": "c", "type": "tool_call", "id": "a", "name": "n"}
+    result = {"conversation_id": "c", "type": "tool_result", "call_id": "a", "content": "ok"}
+    p = tmp_path / "stray.jsonl"
+    p.write_text("[1,2]\n" + json.dumps(call) + "\n" + json.dumps(result) + "\n")
+    got = [json.loads(raw) for _, raw, _ in records_of(p)]
+    assert got == [1, 2, call, result]
+
+
+def test_a_document_followed_by_more_documents_reads_them_all(tmp_path: Path) -> None:
+    first = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+    second = [{"role": "user", "content": "c"}]
+    p = tmp_path / "two.json"
+    p.write_text(json.dumps(first, indent=1) + "\n" + json.dumps(second) + "\n")
+    got = records_of(p)
+    assert [json.loads(raw)["content"] for _, raw, _ in got] == ["a", "b", "c"]
+    assert [src["item"] for src, _, _ in got] == ["messages[0]", "messages[1]", "(1)[0]"]
+
+
+def test_pair_reads_every_back_to_back_record_and_audit_agrees(tmp_path: Path) -> None:
+    recs = [
+        {"conversation_id": "c", "type": "tool_call", "id": "a", "name": "n"},
+        {"conversation_id": "c", "type": "tool_result", "call_id": "a", "content": "ok"},
+    ]
+    p = tmp_path / "jq.jsonl"
+    p.write_text("\n".join(json.dumps(r, indent=2) for r in recs) + "\n")
+    out = tmp_path / "out"
+    assert main(["pair", str(p), "--out", str(out)]) == 0
+    pairs = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert [(x["call"]["id"], x["match"]) for x in pairs] == [("a", "id")]
+    assert (out / "orphans.jsonl").read_text() == ""
+    assert main(["audit", "--input", str(p), "--outputs", str(out)]) == 0
+
+
 def test_single_line_jsonl_record_is_not_taken_for_a_document(tmp_path: Path) -> None:
     p = tmp_path / "one.jsonl"
     p.write_bytes(b'{"conversation_id":"c","type":"tool_call","id":"a","name":"n"}\n')
