@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_pairer.stream.checkpoint import (
@@ -100,6 +100,7 @@ def compact(log: list[tuple[bytes, bytes | None]], upto: int) -> list[tuple[byte
     return [r for i, r in enumerate(log[:upto]) if newest[r[0]] == i] + log[upto:]
 
 
+@settings(deadline=None)  # no timed tests: a loaded machine must not fail it
 @given(st.integers(0, 2**32), st.lists(st.booleans(), min_size=1, max_size=25), st.data())
 def test_the_chain_reads_back_every_state_of_the_live_epoch_after_any_compaction(
     seed: int, snapshots: list[bool], data: st.DataObject
