@@ -20,12 +20,14 @@ bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown
 # Issue 15's targets alone, each a ratio from this one run, then the table (bench/targets.py reads the
 # rows just appended for this commit): the compiled core with tagging against an orjson round trip at
 # 1k/100k/1M open conversations; the sidecar against the aiokafka send_batch passthrough and the Quix
-# peer in both modes; latency at half of the peak just measured; a 10-minute soak (~35 min in all).
+# peer in both modes; latency at half of the peak just measured; a 10-minute soak after a 4-minute
+# warm-up on one partition (every state bound full by minute 3 there; on 4 partitions the bounds take
+# ~12 minutes to fill at the soak's rate: BENCHMARKS.md, RSS creep, second round). ~40 min in all.
 bench-targets: bench-deps
 	$(PYTHON) bench/native_bench.py --conversations 1000 100000 1000000 --records $(ENGINE_RECORDS) --repeat $(REPEAT) --variants orjson native_tag
 	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --partitions $(PARTITIONS) --repeat 1 --runners aiokafka-batch sidecar sidecar-eos quix quix-eos
 	$(PYTHON) bench/latency.py --duration $(LATENCY_SECONDS)
-	$(PYTHON) bench/soak.py --duration $(SOAK_SECONDS)
+	$(PYTHON) bench/soak.py --duration $$(( $(SOAK_SECONDS) + 240 )) --warmup 240 --partitions 1 --max-held-bytes 8388608
 	$(PYTHON) bench/targets.py
 
 bench-deps:

@@ -49,6 +49,15 @@ def slope_mib_per_min(samples: list[tuple[float, int]]) -> float:
     return (cov / var) * 60 / 2**20 if var else 0.0
 
 
+def rss_per_minute(samples: list[tuple[float, int]]) -> list[int]:
+    """RSS (MiB) of the first sample at or after each whole minute."""
+    out: list[int] = []
+    for t, r in samples:
+        if t >= 60 * (len(out) + 1):
+            out.append(r >> 20)
+    return out
+
+
 def orphans_by_reason(text: str) -> dict[str, float]:
     """Bounding the closed ids trades late_result / duplicate_result diagnoses for no_call ones once
     an id is forgotten; these counts make that trade visible."""
@@ -95,6 +104,8 @@ def sidecar_cmd(args: argparse.Namespace, b: str, topic: str, trace: Path) -> li
     ]
     if args.exactly_once:
         cmd.append("--exactly-once")
+    if args.engine:
+        cmd += ["--engine", args.engine]
     return cmd
 
 
@@ -110,6 +121,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--sample", type=float, default=5.0)
     p.add_argument("--exactly-once", action="store_true")
+    p.add_argument(
+        "--engine", choices=["auto", "native", "python"],
+        help="the sidecar's --engine (default: the sidecar's default, auto = the compiled core when built)",
+    )  # fmt: skip
     p.add_argument("--http-port", type=int, default=19490)
     p.add_argument(
         "--trace", type=float, metavar="SECONDS",
@@ -117,6 +132,11 @@ def parse_args() -> argparse.Namespace:
         "baseline after --trace-baseline seconds; written to bench data dir <topic>.trace.txt",
     )  # fmt: skip
     p.add_argument("--trace-baseline", type=float, default=120.0)
+    p.add_argument(
+        "--warmup", type=float, default=120.0,
+        help="seconds excluded from the growth figure (RSS at the end against RSS at this time): "
+        "state fills until its bounds are reached (see BENCHMARKS.md, RSS creep)",
+    )  # fmt: skip
     p.add_argument(
         "--trace-args", default="--gc-probe",
         help="more bench/traced_run.py options, e.g. '--frames 5 --gc-probe'",
@@ -199,7 +219,15 @@ def main() -> int:
         for line in final_metrics.splitlines()
         if line.startswith("stream_pairer_orphans_total") and 'reason="timeout"' in line
     )
+    per_minute = rss_per_minute(rss)
+    at_warmup = next((r for t, r in rss if t >= args.warmup), None)
+    growth = (rss[-1][1] / at_warmup - 1) if rss and at_warmup else None
     row = {
+        "engine": args.engine or "auto",
+        "partitions": args.partitions,
+        "rss_per_minute_mib": per_minute,
+        "warmup_s": args.warmup,
+        "rss_growth_after_warmup": round(growth, 4) if growth is not None else None,
         "duration_s": args.duration,
         "rate": args.rate,
         "conversations": args.conversations,
@@ -226,7 +254,11 @@ def main() -> int:
         f"RSS first/mid/last/max {row['rss_first_mib']}/{row['rss_mid_mib']}/{row['rss_last_mib']}/"
         f"{row['rss_max_mib']} MiB; RSS slope over the second half "
         f"{row['rss_slope_second_half_mib_per_min']} MiB/min; evictions {evicted:.0f}, "
-        f"timeout orphans {timeouts:.0f}; load {common.loadavg()}\norphans by reason: "
+        f"timeout orphans {timeouts:.0f}; load {common.loadavg()}\n"
+        f"RSS per minute (MiB): {', '.join(map(str, per_minute))}; growth after the "
+        f"{args.warmup:.0f} s warm-up: "
+        + (f"{growth * 100:+.1f} %" if growth is not None else "n/a")
+        + "\norphans by reason: "
         + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(row["orphans_by_reason"].items())),
         flush=True,
     )

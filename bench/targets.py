@@ -115,11 +115,12 @@ def soak(git: str, warmup_s: float) -> list[tuple[str, str, str, str]]:
     out = []
     for eng, r in sorted(latest.items()):
         samples = [(s["t"], s["rss"]) for s in r.get("samples", [])]
-        after = [rss for t, rss in samples if t >= warmup_s]
+        warm = float(r.get("warmup_s") or warmup_s)  # the soak's own warm-up when it names one
+        after = [rss for t, rss in samples if t >= warm]
         growth = (max(after) / after[0] - 1) * 100 if len(after) > 1 else None
         fig = (
             f"+{growth:.1f} % ({after[0] / 2**20:.0f} -> max {max(after) / 2**20:.0f} MiB "
-            f"after {warmup_s:.0f} s, {r['duration_s']:.0f} s soak)"
+            f"after {warm:.0f} s, {r['duration_s']:.0f} s soak)"
             if growth is not None
             else "-"
         )

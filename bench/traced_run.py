@@ -23,6 +23,7 @@ the rate modest, and do not read speed figures from a traced run.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ctypes
 import ctypes.util
 import gc
@@ -73,6 +74,55 @@ def mallinfo() -> dict[str, int]:
 
 def type_counts() -> Counter[str]:
     return Counter(type(o).__name__ for o in gc.get_objects())
+
+
+def _engine_state_on_loop() -> dict[str, Any]:
+    """Summed over the process's pipelines (one per assigned partition): conversations, closed ids
+    and remembered call hashes (both bounded per partition: their sum is the process's bound only
+    once every partition has filled), and for the compiled core each container's estimated table
+    MiB (`Core.memory()`). Runs on the event loop's thread: the compiled core is `unsendable`."""
+    out: Counter[str] = Counter()
+    tables: Counter[str] = Counter()
+    for o in gc.get_objects():
+        name = type(o).__name__
+        if name == "NativePipeline":
+            c = o.core
+            out["pipelines"] += 1
+            out["conversations"] += c.open_conversations
+            out["closed_ids"] += c.closed_ids
+            out["remembered_calls"] += c.remembered_calls
+            for cname, _n, _cap, b in c.memory() if hasattr(c, "memory") else ():
+                tables[cname] += b
+        elif name == "Pipeline" and hasattr(o, "engine"):
+            e = o.engine
+            out["pipelines"] += 1
+            out["conversations"] += e.open_conversations
+            out["closed_ids"] += e.closed_ids
+            if e.tagger is not None:
+                out["remembered_calls"] += e.tagger.remembered_calls
+    res: dict[str, Any] = dict(out)
+    if tables:
+        res["native_tables_mib"] = {k: round(v / 2**20, 1) for k, v in tables.most_common(8)}
+    return res
+
+
+def engine_state() -> dict[str, Any]:
+    """`_engine_state_on_loop`, run on the sidecar's event loop (found among the live objects)."""
+    loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop) and o.is_running()]
+    if not loops:
+        return {}
+    done = threading.Event()
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(_engine_state_on_loop())
+        except Exception as e:  # a probe must not break the run
+            box.append({"error": repr(e)})
+        done.set()
+
+    loops[0].call_soon_threadsafe(run)
+    return box[0] if done.wait(30) else {"error": "event loop busy"}
 
 
 def pymalloc_stats() -> dict[str, Any]:
@@ -184,6 +234,17 @@ def sample(out: TextIO, a: argparse.Namespace, stop: threading.Event) -> None:
         pym = pymalloc_stats()
         classes = pym.pop("classes")
         print(f"  pymalloc {pym}", file=out, flush=True)
+        print(f"  engine state {engine_state()}", file=out, flush=True)
+        if a.malloc_trim and _LIBC is not None:
+            # Free heap memory glibc keeps resident (fragmentation) against live allocations: RSS
+            # that a trim gives back was free, not growth.
+            before = common.rss_bytes()
+            _LIBC.malloc_trim(0)
+            print(
+                f"  malloc_trim: RSS {before >> 20} -> {common.rss_bytes() >> 20} MiB, malloc {mallinfo()}",
+                file=out,
+                flush=True,
+            )
         if base_types is None and t >= a.baseline:
             base_types, base_classes = types, classes
             if a.late and not tracemalloc.is_tracing():
@@ -250,6 +311,11 @@ def main() -> int:
     p.add_argument(
         "--gc-probe", action="store_true",
         help="after each sample, a full collection that reports what it found (type, allocation site)",
+    )  # fmt: skip
+    p.add_argument(
+        "--malloc-trim", action="store_true",
+        help="after each sample, glibc's malloc_trim(0), printing RSS before and after (changes the "
+        "run's RSS from then on: an experiment, not a measurement of the sidecar as shipped)",
     )  # fmt: skip
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--out", required=True, help="file the samples are written to")

@@ -20,6 +20,8 @@ use crate::tagging::{ConvTags, EventTag, Tagger};
 
 #[path = "changes.rs"]
 mod changes;
+#[path = "engine_memory.rs"]
+mod memory;
 
 pub struct Config {
     pub call_timeout_ms: f64,
@@ -928,6 +930,10 @@ impl Engine {
         }
         if c.closed.is_empty() {
             c.closed = IndexMap::default();
+        } else if c.closed.capacity() > 4 * c.closed.len() {
+            // The engine-wide bound takes ids from conversations that once closed many: their
+            // tables shrink with them (a map never shrinks by itself; engine_memory.rs measures).
+            c.closed.shrink_to_fit();
         }
     }
 

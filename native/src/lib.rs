@@ -639,6 +639,33 @@ impl Core {
             .map_or(0, tagging::Tagger::remembered_calls)
     }
 
+    /// (container, entries, capacity, estimated table bytes) of every container the core keeps,
+    /// per-conversation ones summed (engine_memory.rs), and the reused output buffers: for the
+    /// memory benchmarks, to tell a container that keeps capacity it no longer needs from a bound.
+    fn memory(&self) -> Vec<(&'static str, usize, usize, usize)> {
+        let mut v: Vec<_> = self
+            .engine
+            .memory()
+            .into_iter()
+            .map(|u| (u.name, u.len, u.capacity, u.bytes))
+            .collect();
+        let o = &self.out;
+        v.push(("out.buf", o.buf.len(), o.buf.capacity(), o.buf.capacity()));
+        v.push((
+            "out.ends",
+            o.ends.len(),
+            o.ends.capacity(),
+            o.ends.capacity() * 8,
+        ));
+        v.push((
+            "out.metas",
+            o.metas.len(),
+            o.metas.capacity(),
+            o.metas.capacity() * std::mem::size_of::<engine::Meta>(),
+        ));
+        v
+    }
+
     fn discard(&mut self) -> usize {
         self.engine.discard()
     }

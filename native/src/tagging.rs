@@ -85,12 +85,37 @@ impl SeenMap {
         self.order.push_back((key, seen.serial));
         self.map.insert(key, seen);
     }
+    /// A removal by the engine-wide bound (`forget`). Capacity is released as entries leave: a
+    /// hash map and a deque keep their allocation when emptied, so without this each of 100,000
+    /// conversations kept tables sized for its busiest moment, and the sum crept up while the
+    /// entries stayed at the bound (bench/state_growth.py --engine native). Emptied: replaced,
+    /// as the Python tagger clears an emptied `seen`; else shrunk once capacity is four times
+    /// the entries (amortized: half the entries leave between two shrinks), stale order items
+    /// compacted past twice the entries.
     fn remove(&mut self, key: u64) {
         self.map.remove(&key);
-        if self.order.len() > 2 * self.map.len() + 16 {
+        if self.map.is_empty() {
+            *self = SeenMap::default();
+            return;
+        }
+        // The engine-wide bound forgets the oldest entries first, so the item just left stale
+        // is usually at the front: dropped at once, the order stays as long as the map.
+        while let Some(&(k, serial)) = self.order.front() {
+            if self.map.get(&k).is_some_and(|e| e.serial == serial) {
+                break;
+            }
+            self.order.pop_front();
+        }
+        if self.order.len() > 2 * self.map.len() + 4 {
             let map = &self.map;
             self.order
                 .retain(|(k, serial)| map.get(k).is_some_and(|e| e.serial == *serial));
+        }
+        if self.map.capacity() > 4 * self.map.len() {
+            self.map.shrink_to_fit();
+        }
+        if self.order.capacity() > 4 * self.order.len() + 4 {
+            self.order.shrink_to_fit();
         }
     }
     /// `del seen[next(iter(seen))]`.
@@ -190,6 +215,23 @@ impl ConvTags {
         }
     }
 
+    /// (len, capacity, bytes per slot) of `seen`'s map and its order queue (engine_memory.rs).
+    pub fn seen_usage(&self) -> ((usize, usize, usize), (usize, usize, usize)) {
+        let s = &self.seen;
+        (
+            (
+                s.map.len(),
+                s.map.capacity(),
+                std::mem::size_of::<(u64, Seen)>() + 1,
+            ),
+            (
+                s.order.len(),
+                s.order.capacity(),
+                std::mem::size_of::<(u64, u64)>(),
+            ),
+        )
+    }
+
     fn new(uid: u64) -> Self {
         ConvTags {
             uid,
@@ -221,6 +263,36 @@ impl Tagger {
             pending_order: BTreeMap::new(),
             pending_stamp: 0,
         }
+    }
+
+    /// (name, (len, capacity, bytes per slot)) of the tagger's own containers (engine_memory.rs).
+    pub fn usage(&self) -> [(&'static str, (usize, usize, usize)); 3] {
+        [
+            (
+                "tagger.queue",
+                (
+                    self.queue.len(),
+                    self.queue.capacity(),
+                    std::mem::size_of::<(usize, u64, u64, u64)>(),
+                ),
+            ),
+            (
+                "tagger.pending",
+                (
+                    self.pending.len(),
+                    self.pending.capacity(),
+                    std::mem::size_of::<(String, (Option<f64>, u64))>() + 1,
+                ),
+            ),
+            (
+                "tagger.pending_order",
+                (
+                    self.pending_order.len(),
+                    self.pending_order.len(),
+                    std::mem::size_of::<(u64, String)>(),
+                ),
+            ),
+        ]
     }
 
     /// `remembered_calls`: the queue's length (an upper bound of the hashes held).

@@ -181,6 +181,29 @@ def test_wire_openai_chat_and_responses(tmp_path: Path) -> None:
     assert res["summary"]["duplicate_copies"] == 1
 
 
+def test_wire_bodies_without_an_envelope_read_as_with_one(tmp_path: Path) -> None:
+    """Recorders that log the provider bodies themselves under `request` / `response` (objects or
+    JSON text, no `body` key) give the same pairs as the enveloped sample."""
+    lines = []
+    for raw in sample_lines("wire_anthropic.jsonl"):
+        d = json.loads(raw)
+        for n, side in enumerate(("request", "response")):
+            body = d[side].get("body") if type(d[side]) is dict else None
+            if body is None:
+                continue
+            d[side] = body if n == 0 or type(body) is not dict else json.dumps(body)
+        lines.append(json.dumps(d))
+    bare = tmp_path / "wire_bare.jsonl"
+    bare.write_text("\n".join(lines) + "\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    want = run(tmp_path / "a", SAMPLES / "wire_anthropic.jsonl")
+    got = run(tmp_path / "b", bare)
+    assert sorted(pairs_by_call(got)) == sorted(pairs_by_call(want))
+    assert got["orphans"] == [] and got["dead_letter"] == []
+    assert got["summary"]["duplicate_copies"] == want["summary"]["duplicate_copies"]
+
+
 # ---------------------------------------------------------------------------------------------- OpenTelemetry
 
 

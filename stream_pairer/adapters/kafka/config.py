@@ -11,6 +11,7 @@ from stream_pairer.adapters.kafka.topics import check_template, render_template
 from stream_pairer.core.engine import EngineConfig, Tagger
 from stream_pairer.core.engines import EngineName, resolve_engine
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
+from stream_pairer.ops.heap import DEFAULT_INTERVAL_S as DEFAULT_TRIM_INTERVAL_S
 from stream_pairer.stream.partition import DEAD_LETTER_TOPIC, ORPHANS_TOPIC, PAIRS_TOPIC, OutputTopics
 
 
@@ -53,6 +54,7 @@ class SidecarConfig:
     max_records: int = 1000
     poll_timeout_s: float = 0.2
     tick_interval_s: float = 1.0
+    heap_trim_interval_s: float = DEFAULT_TRIM_INTERVAL_S  # ops/heap.py; 0: never
     commit_interval_s: float | None = None  # None: 1 s at-least-once, 0.1 s exactly-once
     shutdown_timeout_s: float = 30.0
     flush_on_shutdown: bool = False
@@ -81,6 +83,8 @@ class SidecarConfig:
         for name in ("poll_timeout_s", "tick_interval_s", "shutdown_timeout_s", "ready_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
+        if self.heap_trim_interval_s < 0:
+            raise ValueError("heap_trim_interval_s must be >= 0")
         if self.commit_interval_s is not None and self.commit_interval_s < 0:
             raise ValueError("commit_interval_s must be >= 0")
         if self.auto_offset_reset not in ("earliest", "latest"):

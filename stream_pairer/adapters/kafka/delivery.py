@@ -5,12 +5,8 @@ The sidecar decides *what* to produce and *which* offset may be committed; this 
 * `AtLeastOnce`: one idempotent producer (acks=all). A commit awaits every output send of the
   partition, writes the partition's checkpoint, and only then commits the consumer offset (with the
   checkpoint's token as commit metadata). A failed send fails the commit: the offset stays.
-* `ExactlyOnce`: one *transactional* producer per assigned input partition, transactional id
-  `<prefix>.<group>.<topic>.<partition>`. aiokafka 0.14 commits transactional offsets with
-  TxnOffsetCommit v0, which carries no consumer-group generation (no KIP-447 fencing), so the only
-  zombie fencing available is the transactional id; one per input partition (Kafka Streams'
-  original EOS design) means the next owner of a partition fences the previous one and aborts its
-  open transaction the moment it starts, whichever instance it runs on.
+* `ExactlyOnce` (transactions.py): one *transactional* producer per assigned input partition;
+  outputs, checkpoint and offset in one transaction.
 
 Sizes: a record the broker refuses (`MESSAGE_TOO_LARGE`) is not a transient error: retrying it,
 or replaying the partition to produce it again, fails the same way forever (and re-emits every
@@ -215,8 +211,8 @@ class Delivery:
         self.checkpoints = checkpoints
         self.metrics = metrics
         self.limits: dict[str, int] = {}  # output topic -> the size each record is fitted under
-        # output partition -> the last offset of the newest acknowledged batch
-        self._acked_offsets: dict[tuple[str, int], int] = {}
+        # (producer, output topic, partition) -> the last offset of its newest acknowledged batch
+        self._acked_offsets: dict[tuple[Any, str, int], int] = {}
         self.recreated: set[str] = set()  # output topics seen deleted and re-created (see _acked)
         self._pending: dict[TopicPartition, _Pending] = {}
         self._partitioner = KeyPartitioner()
@@ -279,17 +275,29 @@ class Delivery:
     def _track(self, tp: TopicPartition) -> _Pending:
         pending = self._pending.get(tp)
         if pending is None:
-            pending = self._pending[tp] = _Pending(on_error=self._refused_send, on_ack=self._acked)
+            on_ack = functools.partial(self._acked, source=self._producer_of(tp))
+            pending = self._pending[tp] = _Pending(on_error=self._refused_send, on_ack=on_ack)
         return pending
 
-    def _acked(self, meta: Any, records: int = 1) -> None:
+    def _producer_of(self, tp: TopicPartition) -> Any:
+        """Which producer sends the outputs of input partition `tp` (a key of `_acked`): at-least-
+        once one producer sends them all (None); exactly-once, the partition's own."""
+        return None
+
+    def _acked(self, meta: Any, records: int = 1, source: Any = None) -> None:
         """Offsets of one output partition only grow: an acknowledged batch whose base offset is
         below the last offset of a batch acknowledged before means the topic was deleted and
         re-created (the broker's auto-creation brings it back the moment our producer asks for it,
         so it never looks missing): what was written to the old one is gone, and the sidecar must
         rebuild to write it again. The last offset, not the base: one batch of n outputs written at
-        0 and the re-created topic's first batch at 0 again must differ (`records` is n)."""
-        key = (meta.topic, meta.partition)
+        0 and the re-created topic's first batch at 0 again must differ (`records` is n).
+
+        Per producer (`source`): one producer's batches to a partition are acknowledged in the
+        order they were written (one request in flight per broker), but the answers of several
+        producers writing to the same partition (exactly-once: one per input partition) come in
+        any order, and comparing them read every overtaken answer as a re-created topic: the
+        sidecar rebuilt all its partitions again and again in every exactly-once run (issue 15)."""
+        key = (source, meta.topic, meta.partition)
         last = self._acked_offsets.get(key)
         if last is not None and meta.offset < last:
             self.recreated.add(meta.topic)
@@ -378,14 +386,6 @@ class Delivery:
         while open_batches:
             dest = next(iter(open_batches))
             await self._ship(producer, dest, open_batches.pop(dest))
-
-    async def _send_all(
-        self, producer: AIOKafkaProducer, tp: TopicPartition, items: list[Emitted], arrival: float | None
-    ) -> None:
-        """One call's outputs, batched and sent now (exactly-once: the partition's own producer)."""
-        open_batches: dict[tuple[str, int], _Open] = {}
-        await self._append(producer, tp, items, arrival, open_batches)
-        await self._ship_all(producer, open_batches)
 
     async def flush(self) -> None:
         """Send the batches `send` left open (at-least-once: shared by the input partitions of one
@@ -495,106 +495,3 @@ class AtLeastOnce(Delivery):
                 error = CommitFailed(str(classify(err, during="commit offsets")))
                 failed.update(dict.fromkeys(offsets, error))
         return failed
-
-
-class ExactlyOnce(Delivery):
-    """A transactional producer per input partition: outputs, checkpoint and offset in one transaction."""
-
-    def __init__(
-        self, settings: KafkaSettings, group: str, checkpoints: CheckpointStore, metrics: Metrics, prefix: str
-    ) -> None:
-        super().__init__(settings, group, checkpoints, metrics)
-        self.prefix = prefix
-        self._producers: dict[TopicPartition, AIOKafkaProducer] = {}
-        self._in_txn: set[TopicPartition] = set()
-
-    def transactional_id(self, tp: TopicPartition) -> str:
-        return f"{self.prefix}.{self.group}.{tp.topic}.{tp.partition}"
-
-    async def stop(self) -> None:
-        for tp in list(self._producers):
-            await self.close_partition(tp)
-
-    async def open_partition(self, tp: TopicPartition) -> None:
-        if tp in self._producers:
-            return
-        producer = make_producer(self.settings, self.transactional_id(tp))
-        try:
-            await producer.start()  # InitProducerId: fences the previous owner, aborts its open transaction
-        except Exception as err:
-            await producer.stop()
-            raise classify(err, during=f"start the transactional producer of {tp_key(tp)}") from err
-        self._producers[tp] = producer
-
-    async def close_partition(self, tp: TopicPartition) -> None:
-        await super().close_partition(tp)
-        producer = self._producers.pop(tp, None)
-        if producer is None:
-            return
-        if tp in self._in_txn:
-            self._in_txn.discard(tp)
-            with contextlib.suppress(Exception):
-                await producer.abort_transaction()
-        with contextlib.suppress(Exception):
-            await producer.stop()
-
-    async def _begin(self, tp: TopicPartition) -> AIOKafkaProducer:
-        producer = self._producers[tp]
-        if tp not in self._in_txn:
-            await producer.begin_transaction()
-            self._in_txn.add(tp)
-        return producer
-
-    async def send(self, tp: TopicPartition, items: list[Emitted], arrival: float | None) -> None:
-        if not items:
-            return
-        try:
-            producer = await self._begin(tp)
-            await self._send_all(producer, tp, items, arrival)
-        except Exception as err:
-            self.metrics.observe_produce_error()
-            raise _failure(err, f"deliver {tp_key(tp)}") from err
-
-    async def commit(
-        self, consumer: AIOKafkaConsumer, commits: dict[TopicPartition, Checkpoint]
-    ) -> dict[TopicPartition, SidecarError]:
-        failed: dict[TopicPartition, SidecarError] = {}
-
-        async def one(tp: TopicPartition, cp: Checkpoint) -> None:
-            try:
-                producer = await self._begin(tp)
-                pending = self._pending.get(tp)
-                if pending is not None and pending.futures:
-                    await asyncio.gather(*pending.futures)  # a failed send must abort, not commit
-                dest, key, value = self.checkpoints.record(cp)
-                await producer.send(dest.topic, value, key=key, partition=dest.partition)
-                await producer.send_offsets_to_transaction(
-                    {tp: OffsetAndMetadata(cp.committed, cp.metadata)}, self.group
-                )
-                await producer.commit_transaction()
-                self._in_txn.discard(tp)
-            except Exception as err:
-                self.metrics.observe_commit_error()
-                failed[tp] = _failure(err, f"commit the transaction of {tp_key(tp)}")
-                self._pending.pop(tp, None)
-                await self._abort(tp)
-                return
-            self._observe(tp)
-
-        await asyncio.gather(*(one(tp, cp) for tp, cp in commits.items()))
-        return failed
-
-    async def _abort(self, tp: TopicPartition) -> None:
-        """After a failed commit: abort (when the producer still can), so the next batch starts clean."""
-        producer = self._producers.get(tp)
-        if producer is None or tp not in self._in_txn:
-            return
-        try:
-            await producer.abort_transaction()
-            self._in_txn.discard(tp)
-        except Exception as err:  # fenced or fatal: this producer is done; the sidecar reopens it
-            log.warning("aborting the transaction of %s failed: %s", tp_key(tp), err)
-            self._in_txn.discard(tp)
-            self._producers.pop(tp, None)
-            with contextlib.suppress(Exception):
-                await producer.stop()

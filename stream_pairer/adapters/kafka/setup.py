@@ -12,7 +12,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import MAX_BATCH_BYTES, RECORD_OVERHEAD_BYTES
-from stream_pairer.adapters.kafka.delivery import AtLeastOnce, Delivery, ExactlyOnce
+from stream_pairer.adapters.kafka.delivery import AtLeastOnce, Delivery
 from stream_pairer.adapters.kafka.rekeyer import Rekeyer
 from stream_pairer.adapters.kafka.shared import SidecarState
 from stream_pairer.adapters.kafka.topics import (
@@ -21,6 +21,7 @@ from stream_pairer.adapters.kafka.topics import (
     topic_configs,
     verify_checkpoint_topics,
 )
+from stream_pairer.adapters.kafka.transactions import ExactlyOnce
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 

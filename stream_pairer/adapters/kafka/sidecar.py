@@ -67,10 +67,11 @@ from stream_pairer.errors import (
     OutputTooLarge,
     SidecarError,
 )
+from stream_pairer.ops.heap import HeapTrimmer
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, new_token
-from stream_pairer.stream.clock import TickSchedule
+from stream_pairer.stream.clock import CommitCadence, TickSchedule
 from stream_pairer.stream.partition import Emitted, PartitionState
 
 __all__ = ["Sidecar", "SidecarConfig", "partition_tagger"]
@@ -331,7 +332,10 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         fetch_backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s)
         now_s = time.monotonic()
         ticks = TickSchedule(cfg.tick_interval_s, now_s)
-        commits = TickSchedule(cfg.commit_every_s, now_s) if cfg.commit_every_s > 0 else None
+        heap = HeapTrimmer(cfg.heap_trim_interval_s, now_s)  # RSS not crept up by fragmentation
+        # Every --commit-interval, stretched while commits are slow (CommitCadence: at most a fifth
+        # of the loop spent committing, at most 1 s between commits).
+        commits = CommitCadence(cfg.commit_every_s, now_s) if cfg.commit_every_s > 0 else None
         poll_ms = int(cfg.poll_timeout_s * 1000)
         while not self._stopping.is_set():
             self._last_loop_s = time.monotonic()
@@ -369,10 +373,13 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                 await self._reset_refused()
                 if ticks.due(time.monotonic()):
                     await self._tick(consumer, wall_ms)
+                    heap.maybe_trim(time.monotonic())
                 if self._delivery is not None:
                     await self._delivery.flush()  # this turn's output batches (delivery.py)
-                if commits is None or commits.due(time.monotonic()):
+                if commits is None or commits.due(started := time.monotonic()):
                     await self._commit_unless_stopping(consumer)
+                    if commits is not None:
+                        commits.committed(started, time.monotonic())
                 self._update_gauges(consumer)
             fetch_backoff.reset()
         await self._shutdown(consumer)

@@ -161,7 +161,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--commit-interval",
         type=non_negative_float,
         default=_default("commit_interval_s"),
-        help="seconds between commits (default: 1 at-least-once, 0.1 exactly-once; 0 = every batch)",
+        help=(
+            "seconds between commits (default: 1 at-least-once, 0.1 exactly-once; 0 = every batch); "
+            "stretched to 4x the duration of a slow commit, at most 1 s"
+        ),
     )
     add_option(
         k,
@@ -170,6 +173,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_default("tick_interval_s"),
         help="seconds between wall-clock ticks that advance each caught-up partition's processing time "
         "(what times out the calls of conversations that went quiet)",
+    )
+    add_option(
+        k,
+        "--heap-trim-interval",
+        type=non_negative_float,
+        default=_default("heap_trim_interval_s"),
+        help="seconds between returns of the C heap's free pages to the system (glibc malloc_trim; "
+        "keeps RSS from creeping with fragmentation); 0 never",
     )
     add_option(
         k,
@@ -287,6 +298,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         max_records=args.max_records,
         poll_timeout_s=args.poll_timeout,
         tick_interval_s=args.tick_interval,
+        heap_trim_interval_s=args.heap_trim_interval,
         commit_interval_s=args.commit_interval,
         shutdown_timeout_s=args.shutdown_timeout,
         flush_on_shutdown=args.flush_on_shutdown,

@@ -1,7 +1,9 @@
 """HTTP wire logs: one `{request, response}` exchange per record, as proxies and recorders write
 them (mitmproxy dumps, LiteLLM / Helicone style loggers, claude-code-proxy captures...).
 
-`request.body` and `response.body` (also `json`; an object, or a JSON text) are provider bodies:
+`request.body` and `response.body` (also `json`; an object, or a JSON text) are provider bodies;
+a recorder that logs the bodies themselves as `request` / `response` (objects or JSON text, no
+`body` envelope) is read the same way:
 
 * request: Anthropic / OpenAI Chat / Bedrock Converse `messages`, OpenAI Responses `input`,
   Gemini `contents`;
@@ -59,20 +61,39 @@ def parse(d: dict[str, Any], request: Any, message: MessageParser, dispatch: Dis
     return out
 
 
+# Keys that make `request` / `response` the provider body itself (a recorder that logs bodies
+# without an HTTP envelope): list-valued message keys, or Bedrock's `output.message`.
+_BODY_LISTS: Final = frozenset(
+    {"messages", "input", "contents", "content", "choices", "output", "candidates"}
+)
+
+
 def _body(side: Any, name: str) -> dict[str, Any] | None:
     if side is None:
         return None
-    if type(side) is not dict:
-        raise wrong_type(side, "", None, name, "an object")
-    body = side.get("body")
-    if body is None:
-        body = side.get("json")
+    if type(side) is str or type(side) is bytes:
+        body: Any = side  # the body itself, as JSON text
+    elif type(side) is not dict:
+        raise wrong_type(side, "", None, name, "an object or a JSON text")
+    else:
+        body = side.get("body")
+        if body is None:
+            body = side.get("json")
+        if body is None and _is_body(side):
+            body = side
     if type(body) is str or type(body) is bytes:
         try:
             body = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None  # a streamed (SSE) or non-JSON body: nothing to read here
     return body if type(body) is dict else None
+
+
+def _is_body(side: dict[str, Any]) -> bool:
+    if any(type(side.get(k)) is list for k in _BODY_LISTS):
+        return True
+    out = side.get("output")
+    return type(out) is dict and type(out.get("message")) is dict
 
 
 def _request_parts(body: dict[str, Any], message: MessageParser) -> list[Part]:
