@@ -18,6 +18,8 @@ use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
 use crate::tagging::{ConvTags, EventTag, Tagger};
 
+#[path = "changes.rs"]
+mod changes;
 #[path = "engine_memory.rs"]
 mod memory;
 
@@ -152,6 +154,9 @@ struct Conv {
     next: usize,
     // The failure tagger's state (tagging.py `Conversation.tags`): dropped with the conversation.
     tags: Option<Box<ConvTags>>,
+    // Its clock entry in the last checkpoint, and whether it is in `changes.dirty` (changes.rs).
+    ck: changes::Ck,
+    ck_dirty: bool,
 }
 
 const NIL: usize = usize::MAX;
@@ -308,6 +313,8 @@ pub struct Engine {
     pub current_offset: Option<i64>,
     /// Conversation clocks from a checkpoint, applied when the conversation is first seen again.
     restored_clocks: HashMap<String, f64>,
+    /// Changes since the last checkpoint mark (changes.rs).
+    changes: changes::Changes,
 }
 
 impl Engine {
@@ -339,6 +346,7 @@ impl Engine {
             log_evictions: false,
             current_offset: None,
             restored_clocks: HashMap::default(),
+            changes: changes::Changes::default(),
         }
     }
 
@@ -347,6 +355,7 @@ impl Engine {
     pub fn process(&mut self, ev: Event, now_ms: Option<f64>, out: &mut Out) {
         let mut ts = ev.ts_ms.or(now_ms);
         let conv = self.conversation(&ev.conversation_id, out);
+        self.note_touch(conv);
         let clock = self.conv(conv).clock_ms;
         if ts.is_none() && clock != f64::NEG_INFINITY {
             ts = Some(clock);
@@ -389,6 +398,7 @@ impl Engine {
         if let Some(&i) = self.by_id.get(cid) {
             let c = self.conv_mut(i);
             c.clock_ms = c.clock_ms.max(clock_ms);
+            self.note_touch(i);
         } else {
             let e = self
                 .restored_clocks
@@ -456,6 +466,9 @@ impl Engine {
     }
 
     fn clear_convs(&mut self) {
+        for c in std::mem::take(&mut self.slab).into_iter().flatten() {
+            self.note_removed(&c);
+        }
         self.id_bytes = 0;
         self.slab.clear();
         self.free.clear();
@@ -720,6 +733,7 @@ impl Engine {
     fn remove_conv(&mut self, i: usize) -> Conv {
         self.lru_unlink(i);
         let c = self.slab[i].take().expect("live conversation");
+        self.note_removed(&c);
         self.by_id.remove(&c.cid);
         self.free.push(i);
         c
@@ -761,6 +775,8 @@ impl Engine {
                     prev: NIL,
                     next: NIL,
                     tags: None,
+                    ck: None,
+                    ck_dirty: false,
                 };
                 let i = match self.free.pop() {
                     Some(i) => {
@@ -807,6 +823,8 @@ impl Engine {
             p_now + timeout
         };
         self.held_bytes += held_cost(&self.cfg, ev.size);
+        self.note_held((self.current_offset, ev.block), true);
+        self.note_touch(conv);
         self.held.insert(
             seq,
             Held {
@@ -845,6 +863,8 @@ impl Engine {
     fn release(&mut self, seq: u64) -> Option<Held> {
         let h = self.held.remove(&seq)?;
         self.held_bytes -= held_cost(&self.cfg, h.ev.size);
+        self.note_held((h.offset, h.ev.block), false);
+        self.note_touch(h.conv);
         let c = self.slab[h.conv].as_mut().expect("live conversation");
         if h.ev.is_call {
             c.open_calls.remove(&seq);

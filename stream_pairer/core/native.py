@@ -53,6 +53,7 @@ from stream_pairer.core.model import (
     output_meta,
 )
 from stream_pairer.core.pipeline import (
+    HeldChanges,
     PipelineObserver,
     StateGauges,
     Summary,
@@ -329,6 +330,15 @@ class NativePipeline:
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
         clocks: list[tuple[int, int, float]] = self.core.held_clocks()
         return clocks
+
+    def mark_clock_positions(self) -> list[tuple[int, int, float]]:
+        """`held_clock_positions`, and the base `held_changes` counts from (a snapshot's)."""
+        clocks: list[tuple[int, int, float]] = self.core.mark_clocks()
+        return clocks
+
+    def held_changes(self) -> HeldChanges:
+        """The core's changes since the last mark (engine.py `held_changes`): O(changes)."""
+        return HeldChanges(*self.core.held_changes())
 
     def end_restore(self) -> None:
         self.core.end_restore()

@@ -176,6 +176,17 @@ def _position(event: ToolEvent) -> tuple[int, int]:
     return consumed_offset(event.source), event.block
 
 
+class HeldChanges(NamedTuple):
+    """What changed in the held state since the last checkpoint mark, by input position: what a
+    delta checkpoint writes (see stream/checkpoint.py). Applied to the marked state (set semantics:
+    `released` and `unclocked` removed, `held` added, `clocks` set), it gives the current state."""
+
+    held: list[tuple[int, int]]
+    released: list[tuple[int, int]]
+    clocks: list[tuple[int, int, float]]
+    unclocked: list[tuple[int, int]]
+
+
 class StateGauges(NamedTuple):
     """What a pipeline holds, for the sidecar's state gauges (summed over partitions)."""
 
@@ -215,6 +226,8 @@ class StreamPipeline(Protocol):
     def oldest_held_offset(self) -> int | None: ...
     def held_positions(self) -> list[tuple[int, int]]: ...
     def held_clock_positions(self) -> list[tuple[int, int, float]]: ...
+    def mark_clock_positions(self) -> list[tuple[int, int, float]]: ...
+    def held_changes(self) -> HeldChanges: ...
     def end_restore(self) -> None: ...
     def discard(self) -> int: ...
     def gauges(self) -> StateGauges: ...
@@ -394,6 +407,18 @@ class Pipeline:
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
         """`Engine.held_clocks` by input position: (consumed offset, block, clock)."""
         return [(consumed_offset(h.event.source), h.event.block, c) for h, c in self.engine.held_clocks()]
+
+    def mark_clock_positions(self) -> list[tuple[int, int, float]]:
+        """`held_clock_positions`, and the base `held_changes` counts from (a snapshot's)."""
+        engine = self.engine
+        if not engine.tracks_positions:
+            engine.track_positions(_position)
+        return [(consumed_offset(h.event.source), h.event.block, c) for h, c in engine.mark_clocks()]
+
+    def held_changes(self) -> HeldChanges:
+        """`Engine.held_changes` by input position: O(what changed since the last mark)."""
+        held, released, clocks, unclocked = self.engine.held_changes()
+        return HeldChanges(held, released, [(o, b, c) for (o, b), c in clocks], unclocked)
 
     def end_restore(self) -> None:
         self.engine.end_restore()
