@@ -139,7 +139,8 @@ fn object<'a>(
     // record); past 32 keys the pairwise check would be quadratic: a set takes over.
     let mut keys: [&[u8]; 32] = [&[]; 32];
     let mut n = 0;
-    let mut many: Option<rustc_hash::FxHashSet<&[u8]>> = None;
+    // Keyed: the keys are untrusted, and colliding keys would make the unkeyed Fx set quadratic.
+    let mut many: Option<std::collections::HashSet<&[u8], foldhash::fast::RandomState>> = None;
     let mut p = pos + 1;
     if *b.get(p)? == b'}' {
         return Some(close(spans, slot, p + 1));
@@ -150,7 +151,8 @@ fn object<'a>(
         let seen = match many.as_mut() {
             Some(set) => !set.insert(key),
             None if n >= keys.len() => {
-                let mut set: rustc_hash::FxHashSet<&[u8]> = keys.iter().copied().collect();
+                let mut set: std::collections::HashSet<&[u8], foldhash::fast::RandomState> =
+                    keys.iter().copied().collect();
                 let seen = !set.insert(key);
                 many = Some(set);
                 seen
