@@ -388,6 +388,9 @@ fn rejection_re() -> &'static Regex {
     })
 }
 
+/// How many characters of a result's text `input_rejection` reads (tagging.py: `text[:300]`).
+pub const REJECTION_CHARS: usize = 300;
+
 /// `input_rejection(v)`: `failure_detail` when the result is the tool refusing the input.
 pub fn input_rejection(r: &Verdict) -> Option<String> {
     if r.code.as_deref() == Some("-32602") {
@@ -398,7 +401,7 @@ pub fn input_rejection(r: &Verdict) -> Option<String> {
         return Some(cut(format!("input rejected (JSON-RPC -32602){said}")));
     }
     let t = r.text.as_deref()?;
-    let head = match t.char_indices().nth(300) {
+    let head = match t.char_indices().nth(REJECTION_CHARS) {
         Some((i, _)) => &t[..i],
         None => t,
     };
