@@ -243,10 +243,7 @@ fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
         out.extend_from_slice(&raw[i..run]);
         i = run;
     }
-    std::borrow::Cow::Owned(
-        String::from_utf8(out)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    )
+    std::borrow::Cow::Owned(scan::utf8_string(out))
 }
 
 /// The payload of an event side (`arguments` or `content`), a result's `is_error` (encoded), and
