@@ -1161,7 +1161,6 @@ def test_tagged_bench_data_matches() -> None:
     _run_both_tagged(cfg, ops, settings)
 
 
-
 # Long text results: the compiled tagger judges a text past 300 characters by its unescaped start
 # alone (pytag.rs text_head). Around that cut: escapes split by it, multi-byte and escaped
 # characters, refusals, leading blanks, and the whole-text rules the start cannot settle
@@ -1171,7 +1170,7 @@ LONG_TEXTS: list[str] = [
     "Invalid params: " + "x" * 400,
     "Error - The arguments were rejected" + " " * 300 + "tail",
     "error: something broke " + "e" * 400 + "\nsecond line",
-    *("y" * n + "\n\t\x01\\\"" + "z" * 400 for n in range(316, 330)),
+    *("y" * n + '\n\t\x01\\"' + "z" * 400 for n in range(316, 330)),
     *("y" * n + "\u00e9\u2003\U0001f600" + "z" * 400 for n in range(318, 326)),
     "\x01" * 400,
     "\x01" * 299 + "invalid input" + "q" * 300,
