@@ -1273,6 +1273,10 @@ def test_result_verdict_is_classify_results(value: Any, is_error: bool | None, a
     "Input  Validation Error", "invalid", "Error: The parameters are invalid.\nDetails",
     "ERROR:Input rejected - input rejected", "\u00a0Invalid argument", "the argument was rejectedly",
     "arguments failed validation", "invalid paramsx",
+    # each first character the compiled check lets through to the patterns, after blanks
+    "\u2028invalid input", "\x1f\x1eInvalid params", "Zinvalid input", "\u00a0\u3000잘못된 입력",
+    "  매개변수가 잘못됨", "The input was rejected", "PARAMETERS ARE INVALID", "Arguments were rejected",
+    "<tool_use_error> error: invalid input", "Mcp Error -1: invalid input", "EError: invalid input",
 ])  # fmt: skip
 def test_rejection_heuristic_is_the_python_patterns(text: str) -> None:
     """The Rust `regex` translation of _PREFIX/_REJECTION (Python's `\\s` and re.I) on the known texts."""
