@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from hypothesis import strategies as st
 
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.engines import EngineName, make_pipeline, resolve_engine
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.model import output_meta
 from stream_pairer.core.pipeline import PipelineObserver, StreamPipeline
+from stream_pairer.core.vocab import RawMode
 from stream_pairer.stream.partition import Emitted, InputRecord, PartitionState
 
 TEST_ENGINE: EngineName = resolve_engine(os.environ.get("STREAM_PAIRER_ENGINE", "python"), None)
@@ -68,3 +71,50 @@ class DecodedPartitionState(PartitionState):
 
     def flush(self, reason: str) -> list[Emitted]:
         return decoded(super().flush(reason))
+
+
+@dataclass(frozen=True)
+class Msg:
+    """A consumed Kafka message, as PartitionState reads it (the fields it uses)."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class Recorder:
+    """A PipelineObserver that keeps every call, in order (to compare with the summary, or one
+    engine's observations with the other's)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None:
+        self.calls.append(("read", fmt, n_calls, n_results))
+
+    def observe_skipped(self, record_type: str | None = None) -> None:
+        self.calls.append(("skipped", record_type))
+
+    def observe_history_copies(self, n: int) -> None:
+        self.calls.append(("copies", n))
+
+    def observe_eviction(self, n: int, limit: str) -> None:
+        self.calls.append(("evicted", n, limit))
+
+
+def engine_config(draw: st.DrawFn, *, small_held_bytes: int) -> EngineConfig:
+    """A random EngineConfig for the engine-against-engine tests: timeouts short and long, limits
+    that evict often and never, every --raw mode (`small_held_bytes`: the tight byte limit)."""
+    return EngineConfig(
+        call_timeout_ms=float(draw(st.sampled_from([1_000, 8_000, 600_000]))),
+        result_grace_ms=float(draw(st.sampled_from([0, 2_000, 30_000]))),
+        conversation_ttl_ms=float(draw(st.sampled_from([1_000, 3_600_000]))),
+        max_conversations=draw(st.sampled_from([1, 2, 5, 5])),
+        max_calls_per_conversation=draw(st.sampled_from([1, 4, 8])),
+        max_held_bytes=draw(st.sampled_from([small_held_bytes, 2**30, 2**30])),
+        max_closed_ids_per_conversation=draw(st.integers(0, 4)),
+        max_closed_ids=draw(st.integers(0, 6)),
+        raw=draw(st.sampled_from(list(RawMode))),  # a custom tool call is told by its raw block
+    )

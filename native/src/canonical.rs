@@ -52,7 +52,7 @@ pub fn scalar(b: &[u8], m: Option<&Member>) -> Scalar {
     let v = &b[m.start..m.end];
     match v[0] {
         b'n' => Scalar::Null,
-        b'"' => Scalar::Str(scan::unescape(&v[1..v.len() - 1])),
+        b'"' => Scalar::Str(scan::unescape(&v[1..v.len() - 1]).into_owned()),
         b'-' | b'0'..=b'9' if !v.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) => {
             Scalar::Int(String::from_utf8_lossy(v).into_owned())
         }

@@ -20,6 +20,8 @@ use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
 use crate::tagging::{ConvTags, EventTag, Tagger};
 
+#[path = "changes.rs"]
+mod changes;
 #[path = "engine_memory.rs"]
 mod memory;
 
@@ -154,6 +156,9 @@ struct Conv {
     next: usize,
     // The failure tagger's state (tagging.py `Conversation.tags`): dropped with the conversation.
     tags: Option<Box<ConvTags>>,
+    // Its clock entry in the last checkpoint, and whether it is in `changes.dirty` (changes.rs).
+    ck: changes::Ck,
+    ck_dirty: bool,
 }
 
 const NIL: usize = usize::MAX;
@@ -310,6 +315,8 @@ pub struct Engine {
     pub current_offset: Option<i64>,
     /// Conversation clocks from a checkpoint, applied when the conversation is first seen again.
     restored_clocks: HashMap<String, f64>,
+    /// Changes since the last checkpoint mark (changes.rs).
+    changes: changes::Changes,
 }
 
 impl Engine {
@@ -341,6 +348,7 @@ impl Engine {
             log_evictions: false,
             current_offset: None,
             restored_clocks: HashMap::default(),
+            changes: changes::Changes::default(),
         }
     }
 
@@ -349,6 +357,7 @@ impl Engine {
     pub fn process(&mut self, ev: Event, now_ms: Option<f64>, out: &mut Out) {
         let mut ts = ev.ts_ms.or(now_ms);
         let conv = self.conversation(&ev.conversation_id, out);
+        self.note_touch(conv);
         let clock = self.conv(conv).clock_ms;
         if ts.is_none() && clock != f64::NEG_INFINITY {
             ts = Some(clock);
@@ -391,6 +400,7 @@ impl Engine {
         if let Some(&i) = self.by_id.get(cid) {
             let c = self.conv_mut(i);
             c.clock_ms = c.clock_ms.max(clock_ms);
+            self.note_touch(i);
         } else {
             let e = self
                 .restored_clocks
@@ -458,6 +468,9 @@ impl Engine {
     }
 
     fn clear_convs(&mut self) {
+        for c in std::mem::take(&mut self.slab).into_iter().flatten() {
+            self.note_removed(&c);
+        }
         self.id_bytes = 0;
         self.slab.clear();
         self.free.clear();
@@ -722,6 +735,7 @@ impl Engine {
     fn remove_conv(&mut self, i: usize) -> Conv {
         self.lru_unlink(i);
         let c = self.slab[i].take().expect("live conversation");
+        self.note_removed(&c);
         self.by_id.remove(&c.cid);
         self.free.push(i);
         c
@@ -763,6 +777,8 @@ impl Engine {
                     prev: NIL,
                     next: NIL,
                     tags: None,
+                    ck: None,
+                    ck_dirty: false,
                 };
                 let i = match self.free.pop() {
                     Some(i) => {
@@ -809,6 +825,8 @@ impl Engine {
             p_now + timeout
         };
         self.held_bytes += held_cost(&self.cfg, ev.size);
+        self.note_held((self.current_offset, ev.block), true);
+        self.note_touch(conv);
         self.held.insert(
             seq,
             Held {
@@ -847,6 +865,8 @@ impl Engine {
     fn release(&mut self, seq: u64) -> Option<Held> {
         let h = self.held.remove(&seq)?;
         self.held_bytes -= held_cost(&self.cfg, h.ev.size);
+        self.note_held((h.offset, h.ev.block), false);
+        self.note_touch(h.conv);
         let c = self.slab[h.conv].as_mut().expect("live conversation");
         if h.ev.is_call {
             c.open_calls.remove(&seq);
@@ -961,23 +981,46 @@ impl Engine {
     /// Emits what this conversation's clock has passed the event-time deadline of, oldest
     /// deadline first (ties: arrival order).
     fn fire_conversation(&mut self, conv: usize, clock: f64, out: &mut Out) {
+        self.fire_due(
+            |e| &mut e.conv_mut(conv).timers,
+            |h| h.deadline_ms,
+            clock,
+            out,
+        );
+    }
+
+    /// Emits the held events whose timer in `timers` is due by `now` (deadline <= now), oldest
+    /// deadline first (ties: arrival order), as a timeout (a call) or no_call (a result). Why one
+    /// loop: the event-time timers (a conversation's heap, `Held::deadline_ms`) and the processing
+    /// timers (the engine's heap, `Held::p_deadline_ms`) fire by the same rule; a timer whose
+    /// event was released or re-timed since (its deadline no longer equals the held one) is stale
+    /// and only dropped.
+    fn fire_due(
+        &mut self,
+        timers: impl Fn(&mut Self) -> &mut BinaryHeap<Reverse<Timer>>,
+        deadline_of: impl Fn(&Held) -> f64,
+        now: f64,
+        out: &mut Out,
+    ) {
         loop {
-            let c = self.conv_mut(conv);
-            let Some(Reverse(Timer(deadline, seq))) = c.timers.peek() else {
+            let heap = timers(self);
+            let Some(&Reverse(Timer(deadline, seq))) = heap.peek() else {
                 return;
             };
-            if *deadline > clock {
+            if deadline > now {
                 return;
             }
-            let (deadline, seq) = (*deadline, *seq);
-            c.timers.pop();
-            let Some(h) = self.held.get(&seq) else {
-                continue;
+            heap.pop();
+            let reason = match self.held.get(&seq) {
+                Some(h) if deadline_of(h) == deadline => {
+                    if h.ev.is_call {
+                        "timeout"
+                    } else {
+                        "no_call"
+                    }
+                }
+                _ => continue, // already paired or emitted: a stale timer
             };
-            if h.deadline_ms != deadline {
-                continue; // already paired or emitted: a stale timer
-            }
-            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
             self.emit_orphan_seq(seq, reason, out);
         }
     }
@@ -994,41 +1037,27 @@ impl Engine {
             for h in self.held.map.values_mut() {
                 h.p_deadline_ms = now + if h.ev.is_call { call_timeout } else { grace };
             }
-            self.heap = self
-                .held
-                .map
-                .iter()
-                .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
-                .collect();
+            self.heap = self.processing_timers();
         }
         self.processing_ms = now;
-        while let Some(Reverse(Timer(deadline, seq))) = self.heap.peek() {
-            if *deadline > now {
-                break;
-            }
-            let (deadline, seq) = (*deadline, *seq);
-            self.heap.pop();
-            let Some(h) = self.held.get(&seq) else {
-                continue;
-            };
-            if h.p_deadline_ms != deadline {
-                continue;
-            }
-            let reason = if h.ev.is_call { "timeout" } else { "no_call" };
-            self.emit_orphan_seq(seq, reason, out);
-        }
+        self.fire_due(|e| &mut e.heap, |h| h.p_deadline_ms, now, out);
         if self.heap.len() > 2 * self.held.len() + 1024 {
-            self.heap = self
-                .held
-                .map
-                .iter()
-                .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
-                .collect();
+            self.heap = self.processing_timers();
         }
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + IDLE_SWEEP_EVERY_MS;
             self.expire_idle(now);
         }
+    }
+
+    /// A processing-timer heap of exactly what is held (one timer each, at its `p_deadline_ms`):
+    /// built when processing time starts, and again when stale timers outnumber the live ones.
+    fn processing_timers(&self) -> BinaryHeap<Reverse<Timer>> {
+        self.held
+            .map
+            .iter()
+            .map(|(s, h)| Reverse(Timer(h.p_deadline_ms, *s)))
+            .collect()
     }
 
     /// Forgets idle conversations whose last event is older than the TTL in processing time.

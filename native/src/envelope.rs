@@ -6,7 +6,7 @@
 //! other members (`request`, OTLP exports, gemini-cli headers, Responses `output` arrays, Chat
 //! Completions `choices`) return Err and are read by Python.
 
-use crate::canonical::{conversation_id, get, record_ts, FormatCfg, Part};
+use crate::canonical::{get, FormatCfg, Part};
 use crate::engine::Event;
 use crate::scan::{self, Member};
 
@@ -77,15 +77,5 @@ pub fn parse(
         };
         crate::messages::message(raw, top, &record, b"anthropic")?
     };
-    if parts.is_empty() {
-        return Err("no_events"); // Python counts it as skipped, or marks a request start
-    }
-    let conversation_id = conversation_id(raw, top, cfg, key)?;
-    let ts_ms = record_ts(raw, top)?;
-    let size = (raw.len() / parts.len()).max(1);
-    Ok(parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| p.event(conversation_id.clone(), ts_ms, source, i as i64, size))
-        .collect())
+    crate::messages::events(raw, top, None, parts, source, key, cfg)
 }

@@ -452,6 +452,25 @@ impl Core {
         self.engine.held_clocks()
     }
 
+    /// engine.py `mark_clocks` by position: `held_clocks`, and the base of `held_changes`.
+    fn mark_clocks(&mut self) -> Vec<(Option<i64>, i64, f64)> {
+        self.engine.mark_clocks()
+    }
+
+    /// engine.py `held_changes` by position: (held, released, clocks set, clocks dropped) since
+    /// the last mark or call.
+    #[allow(clippy::type_complexity)]
+    fn held_changes(
+        &mut self,
+    ) -> (
+        Vec<(Option<i64>, i64)>,
+        Vec<(Option<i64>, i64)>,
+        Vec<(Option<i64>, i64, f64)>,
+        Vec<(Option<i64>, i64)>,
+    ) {
+        self.engine.held_changes()
+    }
+
     /// One event read by the Python format layer; payload, raw block and source come encoded
     /// (`raw` is ignored, and may be empty, on a side that does not keep it: `raw_sides`; with
     /// tagging on, a call's `raw` is always given: the tagger reads a custom tool call's type).

@@ -11,11 +11,8 @@ use std::borrow::Cow;
 
 use crate::canonical::{as_id, as_name, conversation_id, get, record_ts, scalar, FormatCfg, Part};
 use crate::engine::Event;
+use crate::envelope::{field, present};
 use crate::scan::{self, Member};
-
-fn present<'a>(m: &'a [Member<'a>], b: &[u8], key: &[u8]) -> Option<&'a Member<'a>> {
-    get(m, key).filter(|x| b[x.start] != b'n')
-}
 
 fn is_obj(b: &[u8], x: &Member) -> bool {
     b[x.start] == b'{'
@@ -36,7 +33,6 @@ pub fn responses_item(
     if get(top, b"message").is_some() {
         return Err("other_format"); // its timestamp may come from the message: left to Python
     }
-    let field = |k: &[u8]| get(top, k).map_or(&b"null"[..], |x| &raw[x.start..x.end]);
     let id = as_id(scalar(raw, get(top, b"call_id")))?;
     let part = match t {
         b"\"function_call\"" | b"\"custom_tool_call\"" => Part {
@@ -46,7 +42,7 @@ pub fn responses_item(
             payload: if t == b"\"function_call\"" {
                 arguments(raw, get(top, b"arguments"))?
             } else {
-                field(b"input").into()
+                field(raw, top, b"input").into()
             },
             is_error: b"",
             block: &raw[block.0..block.1],
@@ -56,7 +52,7 @@ pub fn responses_item(
             is_call: false,
             id,
             name: None,
-            payload: field(b"output").into(),
+            payload: field(raw, top, b"output").into(),
             is_error: b"null",
             block: &raw[block.0..block.1],
             format: b"openai_responses",
@@ -99,13 +95,30 @@ pub fn parse(
         Some(b"\"assistant\"" | b"\"user\"") => message(raw, &mm, msg, b"claude_code")?,
         _ => return Err("other_format"),
     };
+    events(raw, top, Some(&mm), parts, source, key, cfg)
+}
+
+/// The events of a record's parts, each stamped with the record's conversation id and time (the
+/// top level's, else `inner`'s: a wrapped message's own timestamp) and an equal share of its size.
+/// Shared by the wrapped (`parse`) and unwrapped (envelope.rs) readers; no parts is Err
+/// `no_events` (Python counts the record as skipped, or marks a request start).
+pub fn events(
+    raw: &[u8],
+    top: &[Member],
+    inner: Option<&[Member]>,
+    parts: Vec<Part>,
+    source: &[u8],
+    key: Option<&str>,
+    cfg: &FormatCfg,
+) -> Result<Vec<Event>, &'static str> {
     if parts.is_empty() {
-        return Err("no_events"); // Python counts it as skipped
+        return Err("no_events");
     }
     let conversation_id = conversation_id(raw, top, cfg, key)?;
-    let ts_ms = match record_ts(raw, top)? {
-        Some(ts) => Some(ts),
-        None => record_ts(raw, &mm)?,
+    let ts_ms = match (record_ts(raw, top)?, inner) {
+        (Some(ts), _) => Some(ts),
+        (None, Some(inner)) => record_ts(raw, inner)?,
+        (None, None) => None,
     };
     let size = (raw.len() / parts.len()).max(1);
     Ok(parts
@@ -177,24 +190,22 @@ pub fn message<'a>(
         if get(mm, b"function").is_some() || get(mm, b"error").is_some() {
             return Err("other_format"); // Inspect AI's tool message: name and outcome read in Python
         }
-        let payload: &[u8] = get(mm, b"content").map_or(b"null", |c| &b[c.start..c.end]);
         return Ok(vec![Part {
             is_call: false,
             id: as_id(scalar(b, get(mm, b"tool_call_id")))?,
             name: as_name(scalar(b, get(mm, b"name")), false)?,
-            payload: payload.into(),
+            payload: field(b, mm, b"content").into(),
             is_error: b"null",
             block: &b[msg.start..msg.end],
             format: b"openai_chat",
         }]);
     }
     if role == Some(b"\"function\"") {
-        let payload: &[u8] = get(mm, b"content").map_or(b"null", |c| &b[c.start..c.end]);
         return Ok(vec![Part {
             is_call: false,
             id: None,
             name: as_name(scalar(b, get(mm, b"name")), false)?,
-            payload: payload.into(),
+            payload: field(b, mm, b"content").into(),
             is_error: b"null",
             block: &b[msg.start..msg.end],
             format: b"openai_legacy",
@@ -228,20 +239,19 @@ fn anthropic_blocks<'a>(
         if bt[0] != b'"' {
             return Err(crate::bedrock::UNTYPED); // Bedrock blocks (no type) or a wrong type
         }
-        let field = |k: &[u8]| -> &'a [u8] { get(&bm, k).map_or(b"null", |x| &b[x.start..x.end]) };
         if CALL_TYPES.contains(&bt) {
             out.push(Part {
                 is_call: true,
                 id: as_id(scalar(b, get(&bm, b"id")))?,
                 name: as_name(scalar(b, get(&bm, b"name")), true)?,
-                payload: field(b"input").into(),
+                payload: field(b, &bm, b"input").into(),
                 is_error: b"",
                 block: &b[s..e],
                 format: fmt,
             });
         } else if bt == b"\"tool_result\"" || bt.ends_with(b"_tool_result\"") {
-            let content = field(b"content");
-            let is_error: &[u8] = match field(b"is_error") {
+            let content = field(b, &bm, b"content");
+            let is_error: &[u8] = match field(b, &bm, b"is_error") {
                 b"null" if content[0] == b'{' => return Err("other_format"), // a `*_error` object?
                 b"null" => b"false",
                 f @ (b"true" | b"false") => f,
@@ -302,7 +312,7 @@ pub fn arguments<'a>(b: &'a [u8], a: Option<&Member>) -> Result<Cow<'a, [u8]>, &
 /// would write for the decoded object. Anything else (text that is not JSON, another value, a
 /// spelling orjson would change) is left to Python, which decides between decoding and keeping.
 fn decode_arguments(escaped: &[u8]) -> Result<Vec<u8>, &'static str> {
-    let inner = scan::unescape(escaped).into_bytes();
+    let inner = scan::unescape(escaped).into_owned().into_bytes();
     if inner.first() == Some(&b'{') && scan::value(&inner, 0, 0, None) == Some(inner.len()) {
         return Ok(inner);
     }

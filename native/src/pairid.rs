@@ -45,7 +45,7 @@ pub fn sort_keys(b: &[u8], pos: usize, out: &mut Vec<u8>) -> usize {
             } else {
                 let mut keyed: Vec<(String, scan::Member)> = members
                     .drain(..)
-                    .map(|m| (scan::unescape(m.key), m))
+                    .map(|m| (scan::unescape(m.key).into_owned(), m))
                     .collect();
                 keyed.sort_by(|x, y| x.0.cmp(&y.0));
                 members.extend(keyed.into_iter().map(|(_, m)| m));

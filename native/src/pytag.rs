@@ -67,7 +67,7 @@ pub fn prepare(
                 None => freeform(side, raw_at),
             }
         {
-            let text = scan::unescape(&payload[1..payload.len() - 1]);
+            let text = scan::unescape(&payload[1..payload.len() - 1]).into_owned();
             let (decoded, detail): (Option<Vec<u8>>, Option<String>) =
                 hooks.decode_arguments.bind(py).call1((text,))?.extract()?;
             if let Some(d) = detail {
@@ -118,7 +118,7 @@ pub fn prepare(
                     }
                 }
                 None => {
-                    text = unescape(raw);
+                    text = scan::unescape(raw);
                     classify_text(&text, is_error)
                 }
             }
@@ -177,7 +177,7 @@ fn text_head(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
         if end >= raw.len() {
             return None;
         }
-        let head = unescape(&raw[..end]);
+        let head = scan::unescape(&raw[..end]);
         if head.chars().nth(REJECTION_CHARS).is_none() {
             continue;
         }
@@ -209,43 +209,6 @@ fn head_end(raw: &[u8], want: usize) -> usize {
     end
 }
 
-/// The text of a canonical string's content (between the quotes): borrowed when it has no
-/// escapes; otherwise copied run by run (`scan::unescape` goes byte by byte).
-fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
-    let Some(first) = memchr::memchr(b'\\', raw) else {
-        // simdutf8: std's check goes byte by byte through non-ASCII text (most results here).
-        return match simdutf8::basic::from_utf8(raw) {
-            Ok(s) => std::borrow::Cow::Borrowed(s),
-            Err(_) => String::from_utf8_lossy(raw),
-        };
-    };
-    let mut out = Vec::with_capacity(raw.len());
-    out.extend_from_slice(&raw[..first]);
-    let mut i = first;
-    while i < raw.len() {
-        let c = raw[i + 1];
-        match c {
-            b'b' => out.push(8),
-            b't' => out.push(9),
-            b'n' => out.push(10),
-            b'f' => out.push(12),
-            b'r' => out.push(13),
-            b'u' => {
-                // orjson escapes only control characters this way: \u00xx.
-                let hex = std::str::from_utf8(&raw[i + 2..i + 6]).unwrap_or("0");
-                out.push(u8::from_str_radix(hex, 16).unwrap_or(0));
-                i += 4;
-            }
-            other => out.push(other),
-        }
-        i += 2;
-        let run = memchr::memchr(b'\\', &raw[i..]).map_or(raw.len(), |n| i + n);
-        out.extend_from_slice(&raw[i..run]);
-        i = run;
-    }
-    std::borrow::Cow::Owned(scan::utf8_string(out))
-}
-
 /// The payload of an event side (`arguments` or `content`), a result's `is_error` (encoded), and
 /// where the side's `raw` value starts (None: no raw). Only the short members before the payload
 /// are stepped over: its end is `raw_at` (`Event::raw_at`: `,"raw":` or the closing brace), less
@@ -260,7 +223,7 @@ fn payload_of(side: &[u8], raw_at: usize, is_call: bool) -> Option<(&[u8], &[u8]
         if key == want {
             break key_end + 1;
         }
-        let end = skip(side, key_end + 1)?;
+        let end = scan::skip(side, key_end + 1)?;
         match side.get(end)? {
             b',' => p = end + 1,
             _ => return None,
@@ -281,41 +244,6 @@ fn payload_of(side: &[u8], raw_at: usize, is_call: bool) -> Option<(&[u8], &[u8]
     ]
     .into_iter()
     .find_map(|s| Some((tail.strip_suffix(s)?, &s[12..], raw)))
-}
-
-/// Where the JSON value at `pos` ends, in bytes already known to be canonical JSON (the engine
-/// wrote them or checked them): strings and nesting are followed, nothing is validated again.
-fn skip(b: &[u8], pos: usize) -> Option<usize> {
-    match *b.get(pos)? {
-        b'"' => scan::string(b, pos),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut p = pos;
-            loop {
-                match *b.get(p)? {
-                    b'"' => {
-                        p = scan::string(b, p)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(p + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                p += 1;
-            }
-        }
-        _ => Some(
-            b[pos..]
-                .iter()
-                .position(|c| matches!(c, b',' | b'}' | b']'))
-                .map_or(b.len(), |i| pos + i),
-        ),
-    }
 }
 
 /// An OpenAI custom tool's call: its input is free-form text, never "undecodable JSON".

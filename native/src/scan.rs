@@ -411,8 +411,11 @@ pub fn members(b: &[u8], start: usize) -> Option<Vec<Member<'_>>> {
     }
 }
 
-/// Where the value at `pos` ends, in bytes already validated by `value` (a skip, no checks).
-fn skip(b: &[u8], pos: usize) -> Option<usize> {
+/// Where the value at `pos` ends, in bytes already validated by `value` or written canonical by
+/// the engine (a skip, no checks: strings and nesting are followed, nothing is validated again).
+/// Bytes that were not validated give None or a wrong end, never a panic. Shared by the member
+/// and element indexes here and the tagger's reader of event sides (pytag.rs).
+pub fn skip(b: &[u8], pos: usize) -> Option<usize> {
     match *b.get(pos)? {
         b'"' => skip_string(b, pos),
         b'{' | b'[' => {
@@ -472,40 +475,42 @@ fn skip_string(b: &[u8], pos: usize) -> Option<usize> {
     }
 }
 
-/// The decoded text of a canonical string's raw content (between the quotes).
-pub fn unescape(raw: &[u8]) -> String {
-    if !raw.contains(&b'\\') {
-        // SAFETY-free: the record was checked to be UTF-8 and a string's content is a char range.
-        // simdutf8: std's check goes byte by byte through non-ASCII text.
-        return simdutf8::basic::from_utf8(raw)
-            .map_or_else(|_| String::from_utf8_lossy(raw).into_owned(), str::to_owned);
-    }
+/// The decoded text of a canonical string's raw content (between the quotes): borrowed when it
+/// has no escapes; otherwise copied run by run between them. Only orjson's escapes are expected
+/// (the bytes were validated by `value` or written by the engine).
+pub fn unescape(raw: &[u8]) -> std::borrow::Cow<'_, str> {
+    let Some(first) = memchr::memchr(b'\\', raw) else {
+        // The record was checked to be UTF-8 and a string's content is a char range; simdutf8:
+        // std's check goes byte by byte through non-ASCII text.
+        return match simdutf8::basic::from_utf8(raw) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
+    };
     let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
+    out.extend_from_slice(&raw[..first]);
+    let mut i = first;
     while i < raw.len() {
-        if raw[i] == b'\\' {
-            let c = raw[i + 1];
-            match c {
-                b'b' => out.push(8),
-                b't' => out.push(9),
-                b'n' => out.push(10),
-                b'f' => out.push(12),
-                b'r' => out.push(13),
-                b'u' => {
-                    let v = hexval(raw[i + 4]).unwrap_or(0) * 16 + hexval(raw[i + 5]).unwrap_or(0);
-                    out.push(v);
-                    i += 6;
-                    continue;
-                }
-                other => out.push(other),
+        let c = raw[i + 1];
+        match c {
+            b'b' => out.push(8),
+            b't' => out.push(9),
+            b'n' => out.push(10),
+            b'f' => out.push(12),
+            b'r' => out.push(13),
+            b'u' => {
+                // orjson escapes only control characters this way: \u00xx.
+                out.push(hexval(raw[i + 4]).unwrap_or(0) * 16 + hexval(raw[i + 5]).unwrap_or(0));
+                i += 4;
             }
-            i += 2;
-        } else {
-            out.push(raw[i]);
-            i += 1;
+            other => out.push(other),
         }
+        i += 2;
+        let run = memchr::memchr(b'\\', &raw[i..]).map_or(raw.len(), |n| i + n);
+        out.extend_from_slice(&raw[i..run]);
+        i = run;
     }
-    utf8_string(out)
+    std::borrow::Cow::Owned(utf8_string(out))
 }
 
 /// `out` as a String, invalid UTF-8 replaced as `String::from_utf8_lossy` does. Checked with

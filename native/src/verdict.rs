@@ -78,21 +78,16 @@ fn vt<'a>(outcome: &'static str, why: &'static str, text: Option<&'a str>) -> Ve
 
 /// `classify_result(content, is_error)`.
 pub fn classify_result(content: &Value, is_error: Option<bool>) -> Verdict<'_> {
-    let r = payload(content, true, 0);
-    if is_error == Some(true) && r.outcome != ERROR {
-        return Verdict {
-            outcome: ERROR,
-            why: Cow::Borrowed("error flag"),
-            text: r.text,
-            code: r.code,
-        };
-    }
-    r
+    flagged(payload(content, true, 0), is_error)
 }
 
 /// `classify_result` of a string payload, without building a JSON value for it.
 pub fn classify_text(s: &str, is_error: Option<bool>) -> Verdict<'_> {
-    let r = text(s, 0);
+    flagged(text(s, 0), is_error)
+}
+
+/// The result's own error flag overrides what its content says (`classify_result`'s last step).
+fn flagged(r: Verdict<'_>, is_error: Option<bool>) -> Verdict<'_> {
     if is_error == Some(true) && r.outcome != ERROR {
         return Verdict {
             outcome: ERROR,

@@ -170,8 +170,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         choices=list(ENGINE_CHOICES),
         help="pairing engine: native (the compiled core), python (the reference engine), or auto: "
-        "native when it is built and runs this configuration (failure tagging not ported yet), "
-        "else python; both give the same output records",
+        "native when it is built in this install, else python; both give the same output records",
     )
     add_option(
         g,

@@ -191,6 +191,12 @@ class Engine:
         # seq -> position of each held event, kept in step with _held once track_positions is called
         self.positions: dict[int, Any] = {}
         self._position_of: Callable[[ToolEvent], Any] | None = None
+        # Changes since the last checkpoint mark (see held_changes), kept from the first mark:
+        # position -> held (True) or released (False), the last change winning; and the
+        # conversations whose clock entry may have changed (touched, or one of its events released).
+        self.changes: dict[Any, bool] = {}
+        self._dirty: set[Conversation] | None = None
+        self._mark = 0
         # Processing-time timers (p_deadline, seq); stale entries skipped lazily. Empty until the
         # first `advance`: no processing time, no processing timers.
         self._heap: list[tuple[float, int]] = []
@@ -225,6 +231,8 @@ class Engine:
         out: list[Record] = []
         ts = event.ts_ms if event.ts_ms is not None else now_ms
         conv = self._conversation(event.conversation_id, out)
+        if self._dirty is not None:
+            self._dirty.add(conv)
         if ts is None and conv.clock_ms != NEG_INF:
             ts = conv.clock_ms
         if event.is_call:
@@ -267,6 +275,8 @@ class Engine:
         conv = self._convs.get(conversation_id)
         if conv is not None:
             conv.clock_ms = max(conv.clock_ms, clock_ms)
+            if self._dirty is not None:
+                self._dirty.add(conv)
         else:
             self._restored_clocks[conversation_id] = max(
                 self._restored_clocks.get(conversation_id, NEG_INF), clock_ms
@@ -293,6 +303,66 @@ class Engine:
             for conv, h in first.items()
             if conv not in rebuilt and conv.clock_ms != NEG_INF
         ]
+
+    def mark_clocks(self) -> list[tuple[Held, float]]:
+        """`held_clocks`, taken as the base of the next `held_changes`: a full checkpoint (a
+        snapshot) calls it, and the changes after it are what the next delta writes. O(held)."""
+        self.changes = {}
+        self._dirty = set()
+        self._mark += 1
+        mark, position_of = self._mark, self._position_of
+        assert position_of is not None, "track_positions first"
+        found = self.held_clocks()
+        for h, clock in found:
+            h.conv.ck = (mark, position_of(h.event), clock)
+        return found
+
+    def held_changes(self) -> tuple[list[Any], list[Any], list[tuple[Any, float]], list[Any]]:
+        """What changed since the last `mark_clocks` or `held_changes`: (positions now held,
+        positions released, (position, clock) of clock entries set, positions of clock entries
+        dropped), the same state `held_positions`/`held_clocks` give, as a difference. O(changes):
+        only conversations touched since are looked at (each over what it holds)."""
+        changes, dirty = self.changes, self._dirty
+        assert dirty is not None, "mark_clocks first"
+        self.changes, self._dirty = {}, set()
+        held = [p for p, on in changes.items() if on]
+        released = [p for p, on in changes.items() if not on]
+        clocks: list[tuple[Any, float]] = []
+        dropped: list[Any] = []
+        mark, positions = self._mark, self.positions
+        for conv in dirty:
+            old = conv.ck if conv.ck is not None and conv.ck[0] == mark else None
+            new = self._clock_entry(conv)
+            entry = None if new is None else (mark, positions[new[0].seq], new[1])
+            if entry == old:
+                continue
+            if old is not None and (entry is None or entry[1] != old[1]):
+                dropped.append(old[1])
+            if entry is not None:
+                clocks.append((entry[1], entry[2]))
+            conv.ck = entry
+        return held, released, clocks, dropped
+
+    def _clock_entry(self, conv: Conversation) -> tuple[Held, float] | None:
+        """`held_clocks` of one conversation: its first held event and clock, or None."""
+        clock = conv.clock_ms
+        if clock == NEG_INF:
+            return None
+        first: Held | None = None
+        for h in self._conversation_events(conv):
+            if h.ts_ms == clock:
+                return None  # replaying the held events rebuilds the clock
+            if first is None or h.seq < first.seq:
+                first = h
+        return None if first is None else (first, clock)
+
+    @staticmethod
+    def _conversation_events(conv: Conversation) -> Iterator[Held]:
+        yield from conv.open_calls.values()
+        for waiting in conv.pending_results.values():
+            yield from waiting
+        if conv.early_results is not None:
+            yield from conv.early_results.values()
 
     def flush(self, reason: str = SHUTDOWN, result_reason: str | None = None) -> list[Record]:
         """Emit everything still held, oldest first, as orphans with `reason` (held results get
@@ -504,7 +574,10 @@ class Engine:
         held = Held(event, seq, ts, deadline, conv, p_deadline_ms=p_deadline)
         self._held[seq] = held
         if self._position_of is not None:
-            self.positions[seq] = self._position_of(event)
+            position = self.positions[seq] = self._position_of(event)
+            if self._dirty is not None:  # after the first mark_clocks: a delta checkpoint may ask
+                self.changes[position] = True
+                self._dirty.add(conv)
         self.held_bytes += held_cost(event.size)
         if deadline != INF:
             timers = conv.timers
@@ -531,7 +604,10 @@ class Engine:
         """Remove a held event from every structure that references it."""
         if self._held.pop(held.seq, None) is None:
             return
-        self.positions.pop(held.seq, None)
+        position = self.positions.pop(held.seq, None)
+        if position is not None and self._dirty is not None:
+            self.changes[position] = False
+            self._dirty.add(held.conv)
         ev = held.event
         conv = held.conv
         self.held_bytes -= held_cost(ev.size)

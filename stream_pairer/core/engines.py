@@ -2,9 +2,10 @@
 
 Why a choice at all: the compiled core is the fast one, the Python engine the executable
 specification, and both give the same output records (the differential tests). `auto` takes the
-compiled core when it is built and runs this configuration (`native.supports(tagger)`: failure
-tagging is being ported), else the Python engine; `native` insists, and a configuration the core
-cannot run is refused at start (`NativeUnavailable`, one line), never silently run in Python.
+compiled core when it is built and runs this configuration (`native.supports(tagger)`: no tagger,
+or the built-in `FailureTagger`, which the core runs itself), else the Python engine; `native`
+insists, and a configuration the core cannot run is refused at start (`NativeUnavailable`, one
+line), never silently run in Python.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def resolve_engine(choice: str, tagger: Tagger | None) -> EngineName:
             "(see README, Compiled core)"
         )
     raise NativeUnavailable(
-        "--engine native: the compiled core does not run failure tagging yet (use --engine auto or python)"
+        f"--engine native: the compiled core runs only the built-in failure tagger (FailureTagger), "
+        f"not {type(tagger).__name__} (use --engine auto or python)"
     )
 
 

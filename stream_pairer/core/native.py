@@ -45,7 +45,6 @@ from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import (
-    CALL,
     FormatError,
     OutputMeta,
     Source,
@@ -53,7 +52,15 @@ from stream_pairer.core.model import (
     dead_letter,
     output_meta,
 )
-from stream_pairer.core.pipeline import PipelineObserver, StateGauges, Summary
+from stream_pairer.core.pipeline import (
+    HeldChanges,
+    PipelineObserver,
+    StateGauges,
+    Summary,
+    count_skipped,
+    observe_read,
+    start_requests,
+)
 from stream_pairer.core.vocab import Record
 from stream_pairer.errors import NativeUnavailable
 
@@ -219,22 +226,14 @@ class NativePipeline:
         requests = info.requests
         mark_request = self.core.mark_request
         if not events:
-            summary.skipped += 1
-            if info.skipped_type is not None:
-                summary.count_skipped_type(info.skipped_type)
-            if observer is not None:
-                observer.observe_record_read(None, 0, 0)
-                observer.observe_skipped(info.skipped_type)
-            for _, conv, ts in requests:  # Pipeline._skipped: the starts stay in info
-                mark_request(conv, ts)
+            count_skipped(summary, observer, info, mark_request)  # Pipeline._skipped
             return []
         out: list[Any] = []
         copies = 0
         admitted: list[ToolEvent] = []
         for i, ev in enumerate(events):
-            while requests and requests[0][0] <= i:  # Pipeline.feed's order: a start before its event
-                _, conv, ts = requests.pop(0)
-                mark_request(conv, ts)
+            if requests:
+                start_requests(requests, i, mark_request)
             if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
                 copies += 1  # re-sent history: counted once, as Pipeline does
                 continue
@@ -246,13 +245,7 @@ class NativePipeline:
             summary.duplicate_copies += copies
         if observer is not None:
             self._report_evictions(observer)
-            if copies:
-                observer.observe_history_copies(copies)
-            if admitted:
-                calls = sum(1 for ev in admitted if ev.type == CALL)
-                observer.observe_record_read(self._record_format(admitted), calls, len(admitted) - calls)
-            else:
-                observer.observe_record_read(None, 0, 0)  # nothing but repeated copies
+            observe_read(observer, admitted, copies, self.core.events_by_format)
         return out
 
     def _process(self, ev: ToolEvent, arrival_ms: float | None, src: bytes, *, count: bool) -> list[Any]:
@@ -304,15 +297,6 @@ class NativePipeline:
         for n, limit in self.core.take_evictions():
             observer.observe_eviction(n, limit)
 
-    def _record_format(self, events: list[ToolEvent]) -> str:
-        """`Pipeline._record_format`: the format the record is counted under."""
-        first = events[0].format
-        if all(ev.format == first for ev in events):
-            return first
-        formats = {ev.format for ev in events}
-        seen: list[str] = [f for f in self.core.events_by_format if f in formats]
-        return seen[-1]
-
     def advance(self, now_ms: float) -> list[Any]:
         out: list[Any] = self.core.advance(now_ms)
         return out
@@ -346,6 +330,15 @@ class NativePipeline:
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
         clocks: list[tuple[int, int, float]] = self.core.held_clocks()
         return clocks
+
+    def mark_clock_positions(self) -> list[tuple[int, int, float]]:
+        """`held_clock_positions`, and the base `held_changes` counts from (a snapshot's)."""
+        clocks: list[tuple[int, int, float]] = self.core.mark_clocks()
+        return clocks
+
+    def held_changes(self) -> HeldChanges:
+        """The core's changes since the last mark (engine.py `held_changes`): O(changes)."""
+        return HeldChanges(*self.core.held_changes())
 
     def end_restore(self) -> None:
         self.core.end_restore()

@@ -7,7 +7,7 @@ read, dead-lettered and counted the same way everywhere. Still pure: no I/O, no 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
@@ -107,6 +107,63 @@ class PipelineObserver(Protocol):
     def observe_eviction(self, n: int, limit: str) -> None: ...
 
 
+def start_requests(
+    requests: list[tuple[int, str, float | None]], before: int, mark: Callable[[str, float | None], None]
+) -> None:
+    """Tells the engine (`mark`: its `mark_request`) of the record's request starts that come
+    before its event `before`, and drops them from `requests` (RecordInfo.requests): a start is
+    marked before the event that follows it, so the tagger counts that event in the new request.
+    Both engines' `feed` call it before each event, so they mark in the same order; what is left
+    after the last event is marked by the caller and stays in `info`."""
+    while requests and requests[0][0] <= before:
+        _, conv, ts = requests.pop(0)
+        mark(conv, ts)
+
+
+def count_skipped(
+    summary: Summary,
+    observer: PipelineObserver | None,
+    info: RecordInfo,
+    mark: Callable[[str, float | None], None],
+) -> None:
+    """A readable record without events, in either engine: counted (by type when no format knows
+    its type), observed, and its request starts passed on (they stay in `info`)."""
+    summary.skipped += 1
+    if info.skipped_type is not None:
+        summary.count_skipped_type(info.skipped_type)
+    if observer is not None:
+        observer.observe_record_read(None, 0, 0)
+        observer.observe_skipped(info.skipped_type)
+    for _, conv, ts in info.requests:
+        mark(conv, ts)
+
+
+def observe_read(
+    observer: PipelineObserver, admitted: list[ToolEvent], copies: int, format_order: Iterable[str]
+) -> None:
+    """Tells the observer of a record's re-sent copies and of the events it admitted (in either
+    engine; `format_order`: the formats in the order the run first counted them)."""
+    if copies:
+        observer.observe_history_copies(copies)
+    if admitted:
+        calls = sum(1 for ev in admitted if ev.type == CALL)
+        observer.observe_record_read(record_format(admitted, format_order), calls, len(admitted) - calls)
+    else:
+        observer.observe_record_read(None, 0, 0)  # nothing but repeated copies
+
+
+def record_format(events: list[ToolEvent], format_order: Iterable[str]) -> str:
+    """The format a record is counted under. All events of a record come from one format reader;
+    should they ever differ, the record counts under the one first seen latest in the run
+    (`format_order`: the run's events-by-format keys, what the metrics counted when they diffed
+    the summary)."""
+    first = events[0].format
+    if all(ev.format == first for ev in events):
+        return first
+    formats = {ev.format for ev in events}
+    return [f for f in format_order if f in formats][-1]
+
+
 def consumed_offset(source: Mapping[str, Any]) -> int:
     """The input offset an event was consumed at: its own, or the internal topic's (`via`) under
     the sidecar's --repartition. What the commit rule and the checkpoint say of held events."""
@@ -117,6 +174,17 @@ def consumed_offset(source: Mapping[str, Any]) -> int:
 def _position(event: ToolEvent) -> tuple[int, int]:
     """A held event's position in its partition: the (offset, block) a checkpoint lists."""
     return consumed_offset(event.source), event.block
+
+
+class HeldChanges(NamedTuple):
+    """What changed in the held state since the last checkpoint mark, by input position: what a
+    delta checkpoint writes (see stream/checkpoint.py). Applied to the marked state (set semantics:
+    `released` and `unclocked` removed, `held` added, `clocks` set), it gives the current state."""
+
+    held: list[tuple[int, int]]
+    released: list[tuple[int, int]]
+    clocks: list[tuple[int, int, float]]
+    unclocked: list[tuple[int, int]]
 
 
 class StateGauges(NamedTuple):
@@ -158,6 +226,8 @@ class StreamPipeline(Protocol):
     def oldest_held_offset(self) -> int | None: ...
     def held_positions(self) -> list[tuple[int, int]]: ...
     def held_clock_positions(self) -> list[tuple[int, int, float]]: ...
+    def mark_clock_positions(self) -> list[tuple[int, int, float]]: ...
+    def held_changes(self) -> HeldChanges: ...
     def end_restore(self) -> None: ...
     def discard(self) -> int: ...
     def gauges(self) -> StateGauges: ...
@@ -236,9 +306,7 @@ class Pipeline:
         admitted = events
         for i, ev in enumerate(events):
             if requests:
-                while requests and requests[0][0] <= i:
-                    _, conv, ts = requests.pop(0)
-                    self.engine.mark_request(conv, ts)
+                start_requests(requests, i, self.engine.mark_request)
             if ev.format in RESENT_FORMATS and not dedup.admit(ev):
                 if not copies:
                     admitted = events[:i]
@@ -254,7 +322,7 @@ class Pipeline:
         if copies:
             summary.duplicate_copies += copies
         if observer is not None:
-            self._observe(observer, admitted, copies)
+            observe_read(observer, admitted, copies, summary.events_by_format)
         for rec in out:
             summary.count_output(rec)
         return out
@@ -278,27 +346,8 @@ class Pipeline:
         return [rec]
 
     def _skipped(self, info: RecordInfo) -> list[Record]:
-        """A readable record without events: counted (by type when no format knows its type), and
-        its request starts passed on."""
-        summary = self.summary
-        summary.skipped += 1
-        if info.skipped_type is not None:
-            summary.count_skipped_type(info.skipped_type)
-        if self.observer is not None:
-            self.observer.observe_record_read(None, 0, 0)
-            self.observer.observe_skipped(info.skipped_type)
-        for _, conv, ts in info.requests:
-            self.engine.mark_request(conv, ts)
+        count_skipped(self.summary, self.observer, info, self.engine.mark_request)
         return []
-
-    def _observe(self, observer: PipelineObserver, admitted: list[ToolEvent], copies: int) -> None:
-        if copies:
-            observer.observe_history_copies(copies)
-        if admitted:
-            calls = sum(1 for ev in admitted if ev.type == CALL)
-            observer.observe_record_read(self._record_format(admitted), calls, len(admitted) - calls)
-        else:
-            observer.observe_record_read(None, 0, 0)  # nothing but repeated copies
 
     def _replay(
         self,
@@ -315,16 +364,6 @@ class Pipeline:
                     engine.restore_clock(ev.conversation_id, clocks[ev.block])
                 out.extend(engine.process(ev, arrival_ms))
         return self._counted(out)  # rare: only if the limits changed between runs (evictions)
-
-    def _record_format(self, events: list[ToolEvent]) -> str:
-        """The format a record is counted under. All events of a record come from one format reader;
-        should they ever differ, the record counts under the one first seen latest in the run (what
-        the metrics counted when they diffed the summary)."""
-        first = events[0].format
-        if all(ev.format == first for ev in events):
-            return first
-        formats = {ev.format for ev in events}
-        return [f for f in self.summary.events_by_format if f in formats][-1]
 
     def advance(self, now_ms: float) -> list[Record]:
         return self._counted(self.engine.advance(now_ms))
@@ -368,6 +407,18 @@ class Pipeline:
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
         """`Engine.held_clocks` by input position: (consumed offset, block, clock)."""
         return [(consumed_offset(h.event.source), h.event.block, c) for h, c in self.engine.held_clocks()]
+
+    def mark_clock_positions(self) -> list[tuple[int, int, float]]:
+        """`held_clock_positions`, and the base `held_changes` counts from (a snapshot's)."""
+        engine = self.engine
+        if not engine.tracks_positions:
+            engine.track_positions(_position)
+        return [(consumed_offset(h.event.source), h.event.block, c) for h, c in engine.mark_clocks()]
+
+    def held_changes(self) -> HeldChanges:
+        """`Engine.held_changes` by input position: O(what changed since the last mark)."""
+        held, released, clocks, unclocked = self.engine.held_changes()
+        return HeldChanges(held, released, [(o, b, c) for (o, b), c in clocks], unclocked)
 
     def end_restore(self) -> None:
         self.engine.end_restore()

@@ -72,6 +72,9 @@ class Conversation:
     last_p_ms: float = float("-inf")
     # Reserved for the tagger's per-conversation state; dropped with the conversation.
     tags: Any = None
+    # The clock entry the last checkpoint carries for this conversation, (mark, position, clock),
+    # valid while `mark` is the engine's current checkpoint mark (see Engine.held_changes).
+    ck: Any = None
 
     def held_count(self) -> int:
         early = len(self.early_results) if self.early_results is not None else 0

@@ -21,6 +21,13 @@ in its commit metadata: in exactly-once mode both are written in one transaction
 match; in at-least-once mode a crash between the two (or an operator resetting the offsets) leaves
 a mismatch, and the partition falls back to a plain replay (at-least-once duplicates, documented).
 
+Written as a chain, so a commit costs what changed rather than what is held: a snapshot (the whole
+state, version 1) and then deltas (version 2: positions held and released, clock entries set and
+dropped since the previous record), each naming its snapshot (`epoch`), its place (`seq`) and the
+token of the state it applies to (`prev`). `read_chain`/`assemble` rebuild the states from what
+the compacted topic gives back; `Chain.find` picks the one the committed offset names.
+docs/DELIVERY.md, *Delta checkpoints*, has the keys, the snapshot rule and the failure cases.
+
 Encoding (orjson, zlib-compressed past COMPRESS_OVER bytes): held offsets are delta-encoded from `C`;
 an offset whose only held block is 0 is a bare integer, otherwise `[delta, block, ...]`; clocks are
 `[offset delta, block, clock]`, deltas from the previous entry (see `_encode_clocks`).
@@ -34,14 +41,15 @@ from __future__ import annotations
 import secrets
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
 
 from stream_pairer.errors import CheckpointError
 
-VERSION: Final = 1
+VERSION: Final = 1  # a snapshot: the whole state (the format every release reads)
+DELTA_VERSION: Final = 2  # a delta: the changes since the previous checkpoint of its epoch
 METADATA_PREFIX: Final = "sp1:"
 COMPRESS_OVER: Final = 4096
 _ZLIB_MARK: Final = b"Z"
@@ -59,6 +67,18 @@ class Checkpoint:
     token: str
     # (offset, block, clock_ms): the event-time clock of the conversation of that held event, sorted
     clocks: tuple[tuple[int, int, float], ...] = ()
+    # A delta (seq > 0) is the seq-th checkpoint after the snapshot whose token is `epoch`, applied
+    # to the state of token `prev`: `held` and `clocks` are then what it adds or sets, `released`
+    # and `unclocked` the held events and clock entries it removes. A snapshot has seq 0.
+    epoch: str = ""
+    seq: int = 0
+    prev: str = ""
+    released: tuple[tuple[int, int], ...] = ()
+    unclocked: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def is_delta(self) -> bool:
+        return self.seq > 0
 
     @property
     def metadata(self) -> str:
@@ -73,38 +93,78 @@ def new_token() -> str:
     return secrets.token_hex(8)
 
 
-def key(group: str, topic: str, partition: int) -> bytes:
-    """Compaction key: one live checkpoint per (group, topic, partition)."""
+def key(group: str, topic: str, partition: int, seq: int = 0) -> bytes:
+    """Compaction key: one live snapshot per (group, topic, partition), and one live delta per
+    slot `seq` (the seq-th delta of the live epoch; an older epoch's delta in a slot the live
+    epoch has not reached yet stays until it is reused, and readers skip it by its epoch)."""
+    if seq:
+        return orjson.dumps([group, topic, partition, seq])
     return orjson.dumps([group, topic, partition])
 
 
-def encode(cp: Checkpoint) -> bytes:
-    held: list[Any] = []
-    prev = cp.committed
-    i, n = 0, len(cp.held)
+def snapshot_key(record_key: bytes) -> tuple[bytes, int]:
+    """(the snapshot key of its partition, seq) of a checkpoint record's key: a delta's key is the
+    snapshot's with the slot appended (see `key`); a key that is neither is returned as is, seq 0."""
+    try:
+        parts = orjson.loads(record_key)
+    except orjson.JSONDecodeError:
+        return record_key, 0
+    if isinstance(parts, list) and len(parts) == 4 and type(parts[3]) is int and parts[3] > 0:
+        return orjson.dumps(parts[:3]), parts[3]
+    return record_key, 0
+
+
+def _encode_positions(base: int, positions: tuple[tuple[int, int], ...]) -> list[Any]:
+    """Sorted (offset, block)s, offsets delta-encoded from `base`: an offset whose only block is 0
+    is a bare integer, otherwise `[delta, block, ...]`."""
+    out: list[Any] = []
+    prev = base
+    i, n = 0, len(positions)
     while i < n:
-        offset = cp.held[i][0]
+        offset = positions[i][0]
         blocks = []
-        while i < n and cp.held[i][0] == offset:
-            blocks.append(cp.held[i][1])
+        while i < n and positions[i][0] == offset:
+            blocks.append(positions[i][1])
             i += 1
         delta = offset - prev
         prev = offset
-        held.append(delta if blocks == [0] else [delta, *blocks])
-    body = orjson.dumps(
-        {
-            "v": VERSION,
-            "group": cp.group,
-            "topic": cp.topic,
-            "partition": cp.partition,
-            "committed": cp.committed,
-            "processed": cp.processed,
-            "processing_ms": cp.processing_ms,
-            "token": cp.token,
-            "held": held,
-            "clocks": _encode_clocks(cp.committed, cp.clocks),
-        }
-    )
+        out.append(delta if blocks == [0] else [delta, *blocks])
+    return out
+
+
+def _decode_positions(base: int, items: Iterable[Any]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    prev = base
+    for item in items:
+        if type(item) is int:
+            prev += item
+            out.append((prev, 0))
+        else:
+            prev += int(item[0])
+            out.extend((prev, int(b)) for b in item[1:])
+    return out
+
+
+def encode(cp: Checkpoint) -> bytes:
+    fields: dict[str, Any] = {
+        "v": DELTA_VERSION if cp.is_delta else VERSION,
+        "group": cp.group,
+        "topic": cp.topic,
+        "partition": cp.partition,
+        "committed": cp.committed,
+        "processed": cp.processed,
+        "processing_ms": cp.processing_ms,
+        "token": cp.token,
+        "held": _encode_positions(cp.committed, cp.held),
+        "clocks": _encode_clocks(cp.committed, cp.clocks),
+    }
+    if cp.is_delta:
+        fields["epoch"] = cp.epoch
+        fields["seq"] = cp.seq
+        fields["prev"] = cp.prev
+        fields["released"] = _encode_positions(cp.committed, cp.released)
+        fields["unclocked"] = _encode_positions(cp.committed, cp.unclocked)
+    body = orjson.dumps(fields)
     if len(body) > COMPRESS_OVER:
         return _ZLIB_MARK + zlib.compress(body, 1)
     return body
@@ -115,20 +175,24 @@ def decode(value: bytes) -> Checkpoint:
         if value[:1] == _ZLIB_MARK:
             value = zlib.decompress(value[1:])
         d = orjson.loads(value)
-        if d.get("v") != VERSION:
-            raise CheckpointError(f"unknown checkpoint version {d.get('v')!r}")
+        version = d.get("v")
+        if version not in (VERSION, DELTA_VERSION):
+            raise CheckpointError(f"unknown checkpoint version {version!r}")
         committed = int(d["committed"])
-        held: list[tuple[int, int]] = []
-        prev = committed
-        for item in d["held"]:
-            if type(item) is int:
-                prev += item
-                held.append((prev, 0))
-            else:
-                prev += int(item[0])
-                held.extend((prev, int(b)) for b in item[1:])
+        held = _decode_positions(committed, d["held"])
         p_ms = d.get("processing_ms", d.get("stream_ms"))
         clocks = _decode_clocks(committed, d.get("clocks", ()))
+        delta: dict[str, Any] = {}
+        if version == DELTA_VERSION:
+            delta = {
+                "epoch": str(d["epoch"]),
+                "seq": int(d["seq"]),
+                "prev": str(d["prev"]),
+                "released": tuple(_decode_positions(committed, d["released"])),
+                "unclocked": tuple(_decode_positions(committed, d["unclocked"])),
+            }
+            if delta["seq"] < 1:
+                raise CheckpointError(f"delta checkpoint with seq {delta['seq']}")
         return Checkpoint(
             group=str(d["group"]),
             topic=str(d["topic"]),
@@ -139,6 +203,7 @@ def decode(value: bytes) -> Checkpoint:
             held=tuple(held),
             token=str(d["token"]),
             clocks=clocks,
+            **delta,
         )
     except CheckpointError:
         raise
@@ -169,6 +234,100 @@ def _decode_clocks(committed: int, items: Iterable[Any]) -> tuple[tuple[int, int
         clock = float(int(clock) + field) if type(field) is int else float(field)
         out.append((offset, int(block), clock))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """The live checkpoint of a partition as read back: its newest snapshot and the deltas after
+    it that extend it unbroken (each the next seq, each applied to its predecessor's token).
+    `find` gives the state the committed offset names, assembled: the newest state in exactly-once
+    mode (written in the offset's transaction), possibly an earlier one in at-least-once mode (a
+    crash between writing a delta and committing the offset: the delta is there, the commit
+    names its predecessor)."""
+
+    snapshot: Checkpoint
+    deltas: tuple[Checkpoint, ...] = ()
+
+    @property
+    def newest(self) -> Checkpoint:
+        """The newest checkpoint's header (its committed offset and token; for a delta, not its state)."""
+        return self.deltas[-1] if self.deltas else self.snapshot
+
+    def find(self, committed: int | None, metadata: str | None) -> Checkpoint | None:
+        """The assembled state whose offset and token the commit carries; None if none does."""
+        for n in range(len(self.deltas), -1, -1):
+            head = self.deltas[n - 1] if n else self.snapshot
+            if head.matches(committed, metadata):
+                return self.state(n)
+        return None
+
+    def state(self, n: int) -> Checkpoint:
+        """The snapshot with its first `n` deltas applied, as one whole checkpoint (seq 0).
+        O(held at the snapshot + the deltas' changes): paid once, when a partition is opened."""
+        base = self.snapshot
+        if n == 0:
+            return base if not base.is_delta else replace(base, seq=0)
+        held = set(base.held)
+        clocks = {(o, b): c for o, b, c in base.clocks}
+        for d in self.deltas[:n]:
+            held.difference_update(d.released)
+            held.update(d.held)
+            for pos in d.unclocked:
+                clocks.pop(pos, None)
+            clocks.update(((o, b), c) for o, b, c in d.clocks)
+        head = self.deltas[n - 1]
+        return Checkpoint(
+            group=head.group,
+            topic=head.topic,
+            partition=head.partition,
+            committed=head.committed,
+            processed=head.processed,
+            processing_ms=head.processing_ms,
+            held=tuple(sorted(held)),
+            token=head.token,
+            clocks=tuple(sorted((o, b, c) for (o, b), c in clocks.items())),
+        )
+
+
+def assemble(snapshot: Checkpoint, deltas: Iterable[Checkpoint]) -> Chain:
+    """The chain from `snapshot` through the deltas found after it, given in log order (a slot
+    written twice: the later one counts). Deltas of another epoch (left in a slot by an earlier
+    snapshot's chain) are skipped; the chain ends at the first missing seq or broken link (a delta
+    whose predecessor never became readable: an aborted transaction, a failed write)."""
+    by_seq: dict[int, Checkpoint] = {}
+    for d in deltas:
+        if d.is_delta and d.epoch == snapshot.token:
+            by_seq[d.seq] = d
+    chain: list[Checkpoint] = []
+    token = snapshot.token
+    while (link := by_seq.get(len(chain) + 1)) is not None and link.prev == token:
+        chain.append(link)
+        token = link.token
+    return Chain(snapshot, tuple(chain))
+
+
+def read_chain(log: Iterable[tuple[bytes, bytes | None]]) -> Chain | None:
+    """The live chain of one partition from its checkpoint records `(key, value)` in log order, as
+    far back as the newest snapshot (earlier records may be there too, or compacted away: either
+    way they do not count). None when there is no readable snapshot (first run, or undecodable: a
+    plain replay). A delta that cannot be decoded is left out: the chain ends before its seq."""
+    snapshot: Checkpoint | None = None
+    deltas: list[Checkpoint] = []
+    for record_key, value in log:
+        if value is None:
+            continue
+        _, seq = snapshot_key(record_key)
+        try:
+            cp = decode(value)
+        except CheckpointError:
+            if seq == 0:
+                snapshot, deltas = None, []  # the newest snapshot is unreadable: nothing before counts
+            continue
+        if seq == 0 and not cp.is_delta:
+            snapshot, deltas = cp, []
+        elif seq > 0 and cp.is_delta and cp.seq == seq:
+            deltas.append(cp)
+    return None if snapshot is None else assemble(snapshot, deltas)
 
 
 class ReplayFilter:

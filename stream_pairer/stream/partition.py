@@ -140,6 +140,32 @@ class Emitted(NamedTuple):
 __all__ = ["consumed_offset"]  # re-exported: the offset rule lives with the pipelines (core/pipeline.py)
 
 
+# The delta chain's snapshot rule (see PartitionState.checkpoint_record): a snapshot once the
+# changes written since the last one exceed its size (at least SNAPSHOT_MIN_CHANGES), or after
+# MAX_DELTAS deltas (each a compaction key, and a record to read back on restore).
+MAX_DELTAS: Final = 1024
+SNAPSHOT_MIN_CHANGES: Final = 256
+
+
+class _Ledger:
+    """Where this partition's checkpoint chain stands. `epoch` is the token of the snapshot being
+    extended (None: the next record is a snapshot: none written yet in this assignment, or the
+    last one may be unreadable), `token` the newest record's. `held`/`unclocked` are the changes
+    the partition itself makes to the checkpointed state during a replay (events reached or
+    missed, clocks handed to the engine), written before the engine's own changes (which win)."""
+
+    __slots__ = ("budget", "epoch", "held", "seq", "since", "token", "unclocked")
+
+    def __init__(self) -> None:
+        self.epoch: str | None = None
+        self.token = ""
+        self.seq = 0
+        self.since = 0  # changes written in deltas since the snapshot
+        self.budget = SNAPSHOT_MIN_CHANGES  # ... past which a snapshot is cheaper
+        self.held: dict[tuple[int, int], bool] = {}
+        self.unclocked: set[tuple[int, int]] = set()
+
+
 def decode_key(key: bytes | None) -> str | None:
     """The message key as the conversation id fallback (a non-UTF-8 key is kept, replaced, not lost)."""
     if key is None:
@@ -179,6 +205,7 @@ class PartitionState:
         self.missed: list[tuple[int, int]] = []  # held events the replay could not find (see ReplayFilter)
         # Conversation clocks of the checkpoint, by the held event that carries each (see checkpoint.py).
         self._restore_clocks: dict[tuple[int, int], float] = {}
+        self._ledger = _Ledger()
         if restore is not None:
             self.replay = ReplayFilter(restore)
             if restore.processing_ms is not None:
@@ -213,12 +240,15 @@ class PartitionState:
         if self.replay is not None:
             if self.replay.missed:
                 self.missed.extend(self.replay.missed)
+                self._ledger.held.update(dict.fromkeys(self.replay.missed, False))
+                self._ledger.unclocked.update(self.replay.missed)
                 self.replay.missed = []
             if not self.replay.active:
                 self._end_replay()
         return out
 
     def _end_replay(self) -> None:
+        self._ledger.unclocked.update(self._restore_clocks)  # clocks of held events never replayed
         self.replay = None
         self._restore_clocks = {}
         self.pipeline.end_restore()
@@ -265,7 +295,12 @@ class PartitionState:
 
     def _restore_record(self, msg: InputRecord, blocks: frozenset[int], out: list[Emitted]) -> None:
         """Re-process only the events of this record that were still held at the last commit: the
-        pipeline's replay mode, which counts nothing of the input again and re-emits no other block."""
+        pipeline's replay mode, which counts nothing of the input again and re-emits no other block.
+        The checkpointed state now has these events (and their clocks) from the engine, if it
+        holds them: dropped from the partition's side of the next delta."""
+        reached = [(msg.offset, b) for b in blocks]
+        self._ledger.held.update(dict.fromkeys(reached, False))
+        self._ledger.unclocked.update(reached)
         recs = self.pipeline.feed(
             msg.value or b"",
             self._source(msg),
@@ -333,16 +368,83 @@ class PartitionState:
         return min(candidates) if candidates else None
 
     def checkpoint(self, group: str, token: str) -> Checkpoint | None:
+        """The whole state as one checkpoint (a snapshot): what `checkpoint_record` writes, assembled.
+        O(held): the executable specification of what a replay restores."""
+        return self._snapshot(group, token, mark=False)
+
+    def checkpoint_record(self, group: str, token: str) -> Checkpoint | None:
+        """The checkpoint record to write with this commit: a delta (the changes since the previous
+        record, O(changes)) when this partition has an acknowledged chain to extend, else a snapshot
+        (O(held)). A snapshot is also taken once the chain's changes outweigh one (the amortised
+        rule of `_Ledger`), so the read back on restore stays O(held) too. Either assembles to
+        exactly `checkpoint()` (see checkpoint.Chain)."""
+        committed = self.commit_offset()
+        if committed is None:
+            return None
+        led = self._ledger
+        if led.epoch is not None and led.seq < MAX_DELTAS:
+            changes = self.pipeline.held_changes()
+            ops = led.held
+            led.held = {}
+            ops.update(dict.fromkeys(changes.held, True))
+            ops.update(dict.fromkeys(changes.released, False))
+            unclocked = led.unclocked
+            led.unclocked = set()
+            unclocked.update(changes.unclocked)
+            n = len(ops) + len(unclocked) + len(changes.clocks)
+            if led.since + n <= led.budget:
+                processed, processing_ms = self._header(committed)
+                delta = Checkpoint(
+                    group=group,
+                    topic=self.topic,
+                    partition=self.partition,
+                    committed=committed,
+                    processed=processed,
+                    processing_ms=processing_ms,
+                    held=tuple(sorted(p for p, on in ops.items() if on)),
+                    token=token,
+                    clocks=tuple(sorted(changes.clocks)),
+                    epoch=led.epoch,
+                    seq=led.seq + 1,
+                    prev=led.token,
+                    released=tuple(sorted(p for p, on in ops.items() if not on)),
+                    unclocked=tuple(sorted(unclocked)),
+                )
+                led.seq += 1
+                led.since += n
+                led.token = token
+                return delta
+        cp = self._snapshot(group, token, mark=True)
+        if cp is not None:
+            led.epoch = led.token = token
+            led.seq = led.since = 0
+            led.budget = max(len(cp.held) + len(cp.clocks), SNAPSHOT_MIN_CHANGES)
+            led.held = {}
+            led.unclocked = set()
+        return cp
+
+    def checkpoint_failed(self) -> None:
+        """The last checkpoint record may not be readable (its commit failed, an aborted
+        transaction): the next one is a snapshot, never a delta on top of it."""
+        self._ledger.epoch = None
+
+    def _header(self, committed: int) -> tuple[int, float | None]:
+        processed = committed - 1 if self.last_processed is None else self.last_processed
+        if self.replay is not None and self.replay.active:
+            processed = max(processed, self.replay.processed)
+        now = self.pipeline.processing_ms
+        return processed, None if now == NEG_INF else now
+
+    def _snapshot(self, group: str, token: str, *, mark: bool) -> Checkpoint | None:
         committed = self.commit_offset()
         if committed is None:
             return None
         held = self.pipeline.held_positions()
-        clocks = self.pipeline.held_clock_positions()
-        processed = committed - 1 if self.last_processed is None else self.last_processed
+        clocks = self.pipeline.mark_clock_positions() if mark else self.pipeline.held_clock_positions()
+        processed, processing_ms = self._header(committed)
         if self.replay is not None and self.replay.active:
             pending = self.replay.pending()
             held.extend(pending)
-            processed = max(processed, self.replay.processed)
             # Clocks of conversations whose held events are not replayed yet: still the checkpoint's.
             waiting = set(pending)
             clocks.extend((o, b, c) for (o, b), c in self._restore_clocks.items() if (o, b) in waiting)
@@ -354,7 +456,6 @@ class PartitionState:
         held.sort()
         if any(map(operator.eq, held, islice(held, 1, None))):
             held = sorted(set(held))
-        now = self.pipeline.processing_ms
         clocks.sort()
         return Checkpoint(
             group=group,
@@ -362,7 +463,7 @@ class PartitionState:
             partition=self.partition,
             committed=committed,
             processed=processed,
-            processing_ms=None if now == NEG_INF else now,
+            processing_ms=processing_ms,
             held=tuple(held),
             token=token,
             clocks=tuple(clocks),

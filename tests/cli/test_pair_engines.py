@@ -3,15 +3,14 @@
 The whole file job (reader, session ids of Codex logs, oversize lines refused unread, documents,
 the end-of-input flush, the summary) on the examples and every sample log, once per engine: the
 three output files must be byte for byte equal. Failure tagging is always on in `pair` and the
-compiled core does not tag yet (`native.supports`), so the `off` case runs both with no tagger
-(a test-only patch of the command's tagger factory); the `default` case runs the real command
-unchanged and is skipped until the core supports its tagger, when it starts covering tagging.
+compiled core runs it (`native.supports`): the `default` case runs the real command unchanged
+(outcome and failure tags included); the `off` case runs both with no tagger (a test-only patch of
+the command's tagger factory).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,8 @@ from stream_pairer.cli import options
 from stream_pairer.cli.app import main
 from stream_pairer.cli.commands import pair as pair_command
 from stream_pairer.core import native
+from stream_pairer.core.engines import resolve_engine
+from stream_pairer.errors import NativeUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "tests" / "samples").glob("*.jsonl"))
@@ -72,8 +73,8 @@ def test_both_engines_write_the_same_files(
 ) -> None:
     if tagging == "off":
         monkeypatch.setattr(pair_command, "tagger_from_args", lambda _args: None)
-    elif not native.supports(_default_tagger()):
-        pytest.skip("the compiled core does not run pair's failure tagger yet (native.supports)")
+    else:
+        assert native.supports(_default_tagger())  # else `auto` would quietly run pair in Python
     by_case = {"examples": EXAMPLES, "samples": [*SAMPLES, *DOCUMENTS], "oversize": [_oversize(tmp_path)]}
     inputs = by_case[case]
     py = _run("python", inputs, tmp_path / "py", extra)
@@ -104,16 +105,26 @@ def test_codex_session_ids_reach_the_reader_from_both_engines(
     assert convs and all(not c.endswith("codex.jsonl") for c in convs)  # the session id, not the path
 
 
-def test_engine_native_with_tagging_is_refused_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    if native.supports(_default_tagger()) or os.environ.get("STREAM_PAIRER_TEST_UNTAGGED") == "1":
-        pytest.skip("the compiled core runs pair's tagger now (or the run has no tagger)")
-    rc = main(["pair", str(EXAMPLES[0]), "--out", str(tmp_path), "-q", "--engine", "native"])
-    err = capsys.readouterr().err
-    assert rc == 2
-    assert err.count("\n") == 1 and "--engine native" in err and "tagging" in err
-    assert not (tmp_path / "pairs.jsonl").exists()
+class _OwnTagger:
+    """A Tagger that is not the built-in FailureTagger: only the Python engine runs it."""
+
+    def on_call(self, call: Any, conv: Any) -> None: ...
+    def on_request(self, conv: Any, ts_ms: float | None) -> None: ...
+    def on_pending_request(self, conversation_id: str, ts_ms: float | None) -> None: ...
+    def tag(self, record: Any, call: Any, result: Any) -> None: ...
+
+
+def test_engine_native_refuses_only_a_tagger_the_core_cannot_run() -> None:
+    """`pair` and `run` (SidecarConfig) choose through resolve_engine: the commands' own tagger
+    runs on the core; a tagger of another type is refused in one line under `native`, and `auto`
+    runs it in Python."""
+    assert resolve_engine("native", _default_tagger()) == "native"
+    assert resolve_engine("auto", _default_tagger()) == "native"
+    assert resolve_engine("auto", _OwnTagger()) == "python"
+    with pytest.raises(NativeUnavailable) as err:
+        resolve_engine("native", _OwnTagger())
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("--engine native:") and "_OwnTagger" in str(err.value)
 
 
 def test_auto_and_the_environment_variable_choose_the_engine(
@@ -129,16 +140,6 @@ def test_auto_and_the_environment_variable_choose_the_engine(
     monkeypatch.setenv("STREAM_PAIRER_ENGINE", "python")
     assert main(argv) == 0
     assert "python engine" in capsys.readouterr().out
-
-
-def test_run_with_engine_native_and_tagging_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    """The sidecar refuses at start, before connecting (the bootstrap address is never dialled)."""
-    if native.supports(_default_tagger()) or os.environ.get("STREAM_PAIRER_TEST_UNTAGGED") == "1":
-        pytest.skip("the compiled core runs the tagger now (or the run has no tagger)")
-    argv = ["run", "--engine", "native", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "t"]
-    assert main([*argv, "--group-id", "g", "--no-http"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("stream-pairer run: --engine native:")
 
 
 _T = ("2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z")

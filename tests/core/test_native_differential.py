@@ -25,6 +25,7 @@ from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.core.toolschemas import ToolSchemaRegistry
 from stream_pairer.core.vocab import RawMode
+from tests.engine_helpers import engine_config
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 
@@ -455,19 +456,25 @@ def scenarios(draw: st.DrawFn, *, well_formed_streams: bool = False) -> tuple[En
     return cfg, ops
 
 
+def _same_step(py: Pipeline, nat: native.NativePipeline, i: int, op: str, arg: Any) -> None:
+    """One op of a scenario (`feed` a record or `advance` processing time) on both engines: the
+    compiled core's output bytes must be the Python engine's records encoded."""
+    if op == "feed":
+        raw, key, arrival = arg
+        src = {"file": "in.jsonl", "line": i}
+        want = [orjson.dumps(r) for r in py.feed(raw, src, key=key, arrival_ms=arrival)]
+        got = nat.feed(raw, src, key=key, arrival_ms=arrival)
+    else:
+        want = [orjson.dumps(r) for r in py.advance(arg)]
+        got = nat.advance(arg)
+    assert got == want, f"op {i} {op}: {arg!r}"
+
+
 def _run_both(cfg: EngineConfig, ops: list[Any]) -> native.NativePipeline:
     py = Pipeline(Engine(cfg))
     nat = native.NativePipeline(cfg)
     for i, (op, arg) in enumerate(ops):
-        if op == "feed":
-            raw, key, arrival = arg
-            src = {"file": "in.jsonl", "line": i}
-            want = [orjson.dumps(r) for r in py.feed(raw, src, key=key, arrival_ms=arrival)]
-            got = nat.feed(raw, src, key=key, arrival_ms=arrival)
-        else:
-            want = [orjson.dumps(r) for r in py.advance(arg)]
-            got = nat.advance(arg)
-        assert got == want, f"op {i} {op}: {arg!r}"
+        _same_step(py, nat, i, op, arg)
         assert nat.core.held_bytes == py.engine.held_bytes
         assert nat.core.open_conversations == py.engine.open_conversations
         assert nat.core.closed_ids == py.engine.closed_ids
@@ -1071,17 +1078,7 @@ TaggerSettings = dict[str, Any]
 @st.composite
 def tagged_scenarios(draw: st.DrawFn) -> tuple[EngineConfig, list[Any], TaggerSettings]:
     skew = {c: draw(st.integers(-20_000, 20_000)) for c in CONVS}
-    cfg = EngineConfig(
-        call_timeout_ms=float(draw(st.sampled_from([1_000, 8_000, 600_000]))),
-        result_grace_ms=float(draw(st.sampled_from([0, 2_000, 30_000]))),
-        conversation_ttl_ms=float(draw(st.sampled_from([1_000, 3_600_000]))),
-        max_conversations=draw(st.sampled_from([1, 2, 5, 5])),
-        max_calls_per_conversation=draw(st.sampled_from([1, 4, 8])),
-        max_held_bytes=draw(st.sampled_from([6_000, 2**30, 2**30])),
-        max_closed_ids_per_conversation=draw(st.integers(0, 4)),
-        max_closed_ids=draw(st.integers(0, 6)),
-        raw=draw(st.sampled_from(list(RawMode))),  # a custom tool call is told by its raw block
-    )
+    cfg = engine_config(draw, small_held_bytes=6_000)
     tagger: TaggerSettings = {
         "max_calls_per_conversation": draw(st.sampled_from([0, 1, 2, 12])),
         "max_conversation_ms": float(draw(st.sampled_from([0, 500, 1_500, 600_000]))),
@@ -1112,15 +1109,7 @@ def _run_both_tagged(cfg: EngineConfig, ops: list[Any], settings: TaggerSettings
     py = Pipeline(Engine(cfg, py_tagger))
     nat = native.NativePipeline(cfg, tagger=_tagger(settings))
     for i, (op, arg) in enumerate(ops):
-        if op == "feed":
-            raw, key, arrival = arg
-            src = {"file": "in.jsonl", "line": i}
-            want = [orjson.dumps(r) for r in py.feed(raw, src, key=key, arrival_ms=arrival)]
-            got = nat.feed(raw, src, key=key, arrival_ms=arrival)
-        else:
-            want = [orjson.dumps(r) for r in py.advance(arg)]
-            got = nat.advance(arg)
-        assert got == want, f"op {i} {op}: {arg!r}"
+        _same_step(py, nat, i, op, arg)
         assert nat.remembered_calls == py_tagger.remembered_calls
     want = [orjson.dumps(r) for r in py.flush("end_of_input", result_reason="no_call")]
     assert nat.flush("end_of_input", result_reason="no_call") == want

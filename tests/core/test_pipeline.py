@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.pipeline import Pipeline
+from tests.engine_helpers import Recorder
 
 SRC = {"topic": "in", "partition": 0, "offset": 0}
-
-
-class Recorder:
-    """A PipelineObserver that keeps every call, to compare with the summary."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-
-    def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None:
-        self.calls.append(("read", fmt, n_calls, n_results))
-
-    def observe_skipped(self, record_type: str | None = None) -> None:
-        self.calls.append(("skipped", record_type))
-
-    def observe_history_copies(self, n: int) -> None:
-        self.calls.append(("copies", n))
-
-    def observe_eviction(self, n: int, limit: str) -> None:
-        self.calls.append(("evicted", n, limit))
 
 
 def ev(kind: str, cid: str, ts: int = 1_000) -> bytes:

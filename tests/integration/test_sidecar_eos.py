@@ -117,10 +117,10 @@ async def test_checkpoint_store_reads_only_committed_and_newest(
         got = await store.latest([TopicPartition("in", p) for p in (0, 1, 2, 3)])
     finally:
         await store.stop()
-    assert {tp.partition: (c.committed if c else None) for tp, c in got.items()} == {
+    assert {tp.partition: (c.newest.committed if c else None) for tp, c in got.items()} == {
         0: 3,
         1: 3,
         2: 3,
         3: None,
     }
-    assert Counter(c.held for c in got.values() if c) == Counter({((3, 0),): 3})
+    assert Counter(c.newest.held for c in got.values() if c) == Counter({((3, 0),): 3})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -32,22 +32,13 @@ from stream_pairer.stream.partition import (
     source_from_headers,
 )
 from tests.core.time_helpers import canonical as rec
-from tests.engine_helpers import DecodedPartitionState, stream_pipeline
+from tests.engine_helpers import DecodedPartitionState, Msg, stream_pipeline
 
 T0 = 1_741_944_400_000  # event times in ms
 TOPICS = OutputTopics.for_input("in")
 # Orphan reasons that need the id's closing remembered: a replay that starts after the closing
 # gives `no_call` instead (README, DELIVERY.md "Limits").
 SECOND_RESULTS = ("duplicate_result", "fifo_conflict", "late_result")
-
-
-@dataclass(frozen=True)
-class Msg:
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def log_of(values: list[bytes | None], key: bytes | None = b"k") -> list[Msg]:

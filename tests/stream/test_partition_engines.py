@@ -11,7 +11,6 @@ same state gauges, and tell their observers the same things in the same order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -21,11 +20,10 @@ from hypothesis import strategies as st
 
 from stream_pairer.core import native
 from stream_pairer.core.engine import EngineConfig
-from stream_pairer.core.vocab import RawMode
 from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
 from stream_pairer.stream.partition import Emitted, OutputTopics, PartitionState, lineage_headers
 from tests.core.test_native_differential import CONVS, T0, records
-from tests.engine_helpers import decoded, stream_pipeline
+from tests.engine_helpers import Msg, Recorder, decoded, engine_config, stream_pipeline
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 
@@ -33,48 +31,10 @@ TOPIC = "in"
 TOPICS = OutputTopics.for_input(TOPIC)
 
 
-@dataclass(frozen=True)
-class Msg:
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-class Recorder:
-    """A PipelineObserver that keeps every call, in order."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-
-    def observe_record_read(self, fmt: str | None, n_calls: int, n_results: int) -> None:
-        self.calls.append(("read", fmt, n_calls, n_results))
-
-    def observe_skipped(self, record_type: str | None = None) -> None:
-        self.calls.append(("skipped", record_type))
-
-    def observe_history_copies(self, n: int) -> None:
-        self.calls.append(("copies", n))
-
-    def observe_eviction(self, n: int, limit: str) -> None:
-        self.calls.append(("evicted", n, limit))
-
-
 @st.composite
 def lives(draw: st.DrawFn) -> tuple[EngineConfig, bool, list[Msg], list[Any]]:
     skew = {c: draw(st.integers(-20_000, 20_000)) for c in CONVS}
-    cfg = EngineConfig(
-        call_timeout_ms=float(draw(st.sampled_from([1_000, 8_000, 600_000]))),
-        result_grace_ms=float(draw(st.sampled_from([0, 2_000, 30_000]))),
-        conversation_ttl_ms=float(draw(st.sampled_from([1_000, 3_600_000]))),
-        max_conversations=draw(st.sampled_from([1, 2, 5, 5])),
-        max_calls_per_conversation=draw(st.sampled_from([1, 4, 8])),
-        max_held_bytes=draw(st.sampled_from([3_000, 2**30, 2**30])),
-        max_closed_ids_per_conversation=draw(st.integers(0, 4)),
-        max_closed_ids=draw(st.integers(0, 6)),
-        raw=draw(st.sampled_from(list(RawMode))),
-    )
+    cfg = engine_config(draw, small_held_bytes=3_000)
     repartition = draw(st.booleans())  # --repartition: lineage headers, commits by the `via` offset
     recs = draw(st.lists(records(skew), min_size=1, max_size=30))
     log = []

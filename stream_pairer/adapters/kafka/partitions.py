@@ -211,6 +211,9 @@ class PartitionsMixin(SidecarState):
                 st, last = parked
                 if last is not None and last.matches(*committed[tp]):
                     # Nobody committed this partition since we did: our state is still its state.
+                    # Its next checkpoint is a snapshot all the same: another owner may have
+                    # written one meanwhile (without committing), which our chain would not extend.
+                    st.checkpoint_failed()
                     self._activate(consumer, tp, st, None)
                     log.info("partition %s kept its state (reassigned to this instance)", tp_key(tp))
                     continue
@@ -222,20 +225,29 @@ class PartitionsMixin(SidecarState):
         for tp in fresh:
             await self._delivery.open_partition(tp)  # exactly-once: fence the previous owner first
         committed = await committed_offsets(self._admin, cfg.group_id, fresh)
-        checkpoints = await self._store.latest(fresh)
-        fresh = await self._refuse_rewound(consumer, fresh, committed, checkpoints)
+        chains = await self._store.latest(fresh)
+        newest = {tp: None if chain is None else chain.newest for tp, chain in chains.items()}
+        fresh = await self._refuse_rewound(consumer, fresh, committed, newest)
         for tp in fresh:
             offset, metadata = committed[tp]
-            cp = checkpoints[tp]
-            if cp is not None and not cp.matches(offset, metadata) and cfg.exactly_once:
-                offset, metadata, cp = await self._await_stable(tp, cp, offset, metadata)
-            if cp is not None and not cp.matches(offset, metadata):
-                log.info(
-                    "partition %s: checkpoint (offset %d) does not match the committed offset %s: "
-                    "plain replay",
-                    tp_key(tp), cp.committed, offset,
-                )  # fmt: skip
-                cp = None
+            chain = chains[tp]
+            cp: Checkpoint | None = None
+            if chain is not None:
+                head: Checkpoint | None = chain.newest
+                if head is not None and not head.matches(offset, metadata) and cfg.exactly_once:
+                    offset, metadata, head = await self._await_stable(tp, head, offset, metadata)
+                if head is not None and head.matches(offset, metadata):
+                    cp = chain.state(len(chain.deltas))
+                elif not cfg.exactly_once:
+                    # At-least-once: a crash between writing a delta and committing the offset
+                    # leaves the commit naming an earlier state of the chain, still exact.
+                    cp = chain.find(offset, metadata)
+                if cp is None:
+                    log.info(
+                        "partition %s: checkpoint (offset %d) does not match the committed offset %s: "
+                        "plain replay",
+                        tp_key(tp), chain.newest.committed, offset,
+                    )  # fmt: skip
             pipeline = make_pipeline(
                 cfg.pairing_engine, cfg.engine, cfg.formats,
                 tagger=partition_tagger(cfg.tagger), observer=self.metrics, routed=True,

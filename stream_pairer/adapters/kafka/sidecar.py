@@ -432,7 +432,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         for tp, st in states.items():
             if not (st.dirty or force):
                 continue
-            cp = st.checkpoint(self.config.group_id, new_token())
+            cp = st.checkpoint_record(self.config.group_id, new_token())  # a snapshot or a delta
             if cp is not None:
                 todo[tp] = cp
         if not todo:
@@ -453,6 +453,11 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                     )
                 self._session_backoff.reset()  # progress: the next session failure starts from attempt 1
                 continue
+            failed_state = states.get(tp)
+            if failed_state is not None and (self.config.exactly_once or not isinstance(err, CommitFailed)):
+                # The record may be unreadable (a failed send, an aborted transaction): the next
+                # one is a snapshot. At-least-once CommitFailed: it was acknowledged, the chain goes on.
+                failed_state.checkpoint_failed()
             if isinstance(err, Fenced):
                 raise SessionEnded(str(err))
             if not self.config.exactly_once and isinstance(err, CommitFailed):
