@@ -36,7 +36,7 @@ def rows(name: str, git: str) -> Iterator[dict[str, Any]]:
     for line in path.read_bytes().splitlines():
         if line.strip():
             row = orjson.loads(line)
-            if str(row.get("git", "")).startswith(git):
+            if any(str(row.get("git", "")).startswith(g) for g in git.split(",")):
                 yield row
 
 
@@ -131,7 +131,10 @@ def soak(git: str, warmup_s: float) -> list[tuple[str, str, str, str]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--git", default=common.git_rev(), help="commit whose result rows are read (prefix)")
+    p.add_argument(
+        "--git", default=common.git_rev(),
+        help="commit(s) whose result rows are read (prefixes, comma-separated; latest row wins)",
+    )  # fmt: skip
     p.add_argument("--warmup", type=float, default=120.0, help="soak seconds before RSS is compared")
     a = p.parse_args()
     table = engine(a.git) + e2e(a.git) + latency(a.git) + soak(a.git, a.warmup)
