@@ -32,7 +32,7 @@ pub fn get<'a>(m: &'a [Member<'a>], key: &[u8]) -> Option<&'a Member<'a>> {
 }
 
 /// Python's `str.isspace`: Unicode White_Space plus the four ASCII separators \x1c..\x1f.
-fn py_space(c: char) -> bool {
+pub fn py_space(c: char) -> bool {
     c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
 }
 

@@ -8,11 +8,13 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
-use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
-
-// Insertion-ordered maps with the Fx hash (ids and conversation ids are not attacker-chosen keys
-// of a shared table: one engine serves one partition, and SipHash cost 5 % of the loop).
-type IndexMap<K, V> = indexmap::IndexMap<K, V, FxBuildHasher>;
+/// The maps here are keyed by conversation and call ids, which come from untrusted log data: the
+/// hasher is keyed with a random seed per map (foldhash's fast variant), so ids crafted to collide
+/// cannot make lookups linear (HashDoS), as they could with the unkeyed Fx hash. Not SipHash: it
+/// cost 5 % of the loop. Output order never follows these maps' iteration order.
+type Keyed = foldhash::fast::RandomState;
+type HashMap<K, V> = std::collections::HashMap<K, V, Keyed>;
+type IndexMap<K, V> = indexmap::IndexMap<K, V, Keyed>;
 
 use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;

@@ -11,13 +11,15 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::canonical::get;
+use crate::canonical::py_strip;
 use crate::engine::Event;
 use crate::scan;
 use crate::tagging::{
     point_index, EventTag, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION,
 };
 use crate::verdict::{
-    classify_result, classify_text, cut, first_line, input_rejection, EMPTY, ERROR,
+    classify_result, classify_text, cut, first_line, input_rejection, Verdict, EMPTY, ERROR, OK,
+    REJECTION_CHARS,
 };
 
 /// The Python side of tagging: `decode_arguments(text) -> (bytes | None, str | None)` and, when
@@ -104,8 +106,22 @@ pub fn prepare(
         let value: serde_json::Value;
         let v = if content[0] == b'"' {
             // A text result (the common case): no JSON tree for it, and no copy without escapes.
-            text = scan::unescape(&content[1..content.len() - 1]);
-            classify_text(&text, is_error)
+            let raw = &content[1..content.len() - 1];
+            match (is_error != Some(true)).then(|| text_head(raw)).flatten() {
+                Some(head) => {
+                    text = head;
+                    Verdict {
+                        outcome: OK,
+                        why: std::borrow::Cow::Borrowed("text"),
+                        text: Some(std::borrow::Cow::Borrowed(&text)),
+                        code: None,
+                    }
+                }
+                None => {
+                    text = scan::unescape(raw);
+                    classify_text(&text, is_error)
+                }
+            }
         } else {
             value = serde_json::from_slice(content).unwrap_or(serde_json::Value::Null);
             classify_result(&value, is_error)
@@ -137,6 +153,60 @@ pub fn prepare(
     };
     ev.tag = Some(Box::new(tag));
     Ok(())
+}
+
+/// The first bytes of a long text result that are unescaped to judge it: enough for the refusal
+/// check's REJECTION_CHARS characters of ASCII text; the second try covers any text (at most 6
+/// escaped bytes per character).
+const HEADS: [usize; 2] = [REJECTION_CHARS + 24, 6 * REJECTION_CHARS + 24];
+
+/// The unescaped start of a long text result (`raw`: the escaped content between the quotes),
+/// when that start alone settles `classify_text` and `input_rejection` as the whole text would
+/// (None: judge the whole text). It settles them when the text goes on past REJECTION_CHARS
+/// characters (input_rejection reads no further) and its first non-blank character is none of
+/// `{ " [` (the JSON decode and empty-brackets rules, which read the whole text), with more than
+/// 4 bytes of non-blank text in the start (so the whole is neither blank nor `null`). The result
+/// is then "ok (text)", unless `is_error` (the caller's check), whose detail quotes the whole
+/// first line. Unescaping and checking only the start saves copying and UTF-8-checking the rest.
+fn text_head(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    for want in HEADS {
+        if raw.len() <= want + 8 {
+            return None;
+        }
+        let end = head_end(raw, want);
+        if end >= raw.len() {
+            return None;
+        }
+        let head = scan::unescape(&raw[..end]);
+        if head.chars().nth(REJECTION_CHARS).is_none() {
+            continue;
+        }
+        let h = py_strip(&head);
+        if h.len() <= 4 || matches!(h.as_bytes()[0], b'{' | b'"' | b'[') {
+            return None;
+        }
+        return Some(head);
+    }
+    None
+}
+
+/// `want` moved forward past an escape it would split, then back to a character boundary
+/// (escapes are ASCII, so stepping back over UTF-8 continuation bytes never enters one).
+fn head_end(raw: &[u8], want: usize) -> usize {
+    let mut i = 0;
+    let mut end = want;
+    while let Some(n) = memchr::memchr(b'\\', &raw[i..end]) {
+        let at = i + n;
+        i = at + if raw.get(at + 1) == Some(&b'u') { 6 } else { 2 };
+        if i >= end {
+            end = i;
+            break;
+        }
+    }
+    while end < raw.len() && (raw[end] & 0xC0) == 0x80 {
+        end -= 1;
+    }
+    end
 }
 
 /// The payload of an event side (`arguments` or `content`), a result's `is_error` (encoded), and

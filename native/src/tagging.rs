@@ -6,7 +6,7 @@
 //! by the engine exactly where engine.py calls the tagger. The Python tagger is the specification;
 //! its docstrings say why each rule exists.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use indexmap::IndexMap;
 use rustc_hash::{FxBuildHasher, FxHashMap};
@@ -150,7 +150,8 @@ pub struct Tagger {
     pub outcomes: IndexMap<&'static str, u64, FxBuildHasher>,
     pub failures: IndexMap<&'static str, u64, FxBuildHasher>,
     /// conversation id -> (request start time, stamp); `pending_order` is stamp -> id, oldest first.
-    pending: FxHashMap<String, (Option<f64>, u64)>,
+    /// Keyed hasher: conversation ids are untrusted (see engine.rs `Keyed`).
+    pending: HashMap<String, (Option<f64>, u64), foldhash::fast::RandomState>,
     pending_order: BTreeMap<u64, String>,
     pending_stamp: u64,
 }
@@ -259,7 +260,7 @@ impl Tagger {
             crossings: IndexMap::default(),
             outcomes: IndexMap::default(),
             failures: IndexMap::default(),
-            pending: FxHashMap::default(),
+            pending: HashMap::default(),
             pending_order: BTreeMap::new(),
             pending_stamp: 0,
         }

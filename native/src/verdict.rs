@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::canonical::py_strip;
+use crate::canonical::{py_space, py_strip};
 
 pub const OK: &str = "ok";
 pub const EMPTY: &str = "empty";
@@ -383,6 +383,9 @@ fn rejection_re() -> &'static Regex {
     })
 }
 
+/// How many characters of a result's text `input_rejection` reads (tagging.py: `text[:300]`).
+pub const REJECTION_CHARS: usize = 300;
+
 /// `input_rejection(v)`: `failure_detail` when the result is the tool refusing the input.
 pub fn input_rejection(r: &Verdict) -> Option<String> {
     if r.code.as_deref() == Some("-32602") {
@@ -393,10 +396,21 @@ pub fn input_rejection(r: &Verdict) -> Option<String> {
         return Some(cut(format!("input rejected (JSON-RPC -32602){said}")));
     }
     let t = r.text.as_deref()?;
-    let head = match t.char_indices().nth(300) {
+    let head = match t.char_indices().nth(REJECTION_CHARS) {
         Some((i, _)) => &t[..i],
         None => t,
     };
+    // Both patterns read from the first non-blank character (`S` is `py_space`), which must start
+    // `<tool_use_error>`, `mcp`/`error` (the prefix) or a refusal: most texts fail here, without
+    // running either regex (3 % of the tagged path). Case-insensitive `regex` folds none of these
+    // letters to a non-ASCII one (it uses simple case folding: `İ` is not `i`).
+    if !matches!(
+        head.trim_start_matches(py_space).chars().next(),
+        Some('<' | 'm' | 'M' | 'e' | 'E' | 'i' | 'I' | 't' | 'T' | 'a' | 'A' | 'p' | 'P')
+            | Some('입' | '인' | '매' | '잘')
+    ) {
+        return None;
+    }
     let end = prefix_re().find(head).map_or(0, |m| m.end());
     let rest = &head[end..];
     if !rejection_re().is_match(rest) {

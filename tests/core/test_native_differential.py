@@ -929,6 +929,9 @@ RESULT_PAYLOADS: list[Any] = [
     "the result mentions invalid input later",
     "  \u2003INVALID INPUT",
     "\x1cinvalid params",
+    "Invalid params: " + "x" * 400,
+    "y" * 321 + "\n\t" + "z" * 400,
+    "null" + " " * 400,
 ]
 
 # Call arguments: few enough that identical calls repeat; equal values in another key order or
@@ -1147,6 +1150,59 @@ def test_tagged_bench_data_matches() -> None:
     _run_both_tagged(cfg, ops, settings)
 
 
+# Long text results: the compiled tagger judges a text past 300 characters by its unescaped start
+# alone (pytag.rs text_head). Around that cut: escapes split by it, multi-byte and escaped
+# characters, refusals, leading blanks, and the whole-text rules the start cannot settle
+# (blank, `null`, empty brackets, JSON in the string, the error flag's first line).
+LONG_TEXTS: list[str] = [
+    "word " * 100,
+    "Invalid params: " + "x" * 400,
+    "Error - The arguments were rejected" + " " * 300 + "tail",
+    "error: something broke " + "e" * 400 + "\nsecond line",
+    *("y" * n + '\n\t\x01\\"' + "z" * 400 for n in range(316, 330)),
+    *("y" * n + "\u00e9\u2003\U0001f600" + "z" * 400 for n in range(318, 326)),
+    "\x01" * 400,
+    "\x01" * 299 + "invalid input" + "q" * 300,
+    "입력이 거부되었다 " * 60,
+    "\u2003" * 310 + "Invalid input" + "x" * 50,
+    " \n" * 200 + "invalid arguments" + "x" * 100,
+    "null" + " " * 400,
+    " " * 400 + "x",
+    " " * 400,
+    "[" + " " * 400 + "]",
+    "[1" + " " * 400 + "]",
+    "{" + "\n" * 400 + "}",
+    '{"status":"error","hint":"' + "h" * 400 + '"}',
+    '"' + "s" * 400 + '"',
+    "nul" + "l" * 400,
+    "nulls" + " " * 400,
+]
+
+
+@pytest.mark.parametrize("is_error", [None, True, False])
+def test_long_text_results_are_judged_as_python_does(is_error: bool | None) -> None:
+    """Each long text result, paired with its call, tagged alike by both engines (outcome,
+    failures, detail bytes): judging a long text by its start changes no verdict."""
+    ops: list[Any] = []
+    for i, text in enumerate(LONG_TEXTS):
+        ts = _iso(T0 + 10 * i, "Z")
+        call = {"conversation_id": "c0", "type": "function_call", "name": "t", "arguments": "{}"}
+        result: dict[str, Any] = {"conversation_id": "c0", "type": "tool_result", "content": text}
+        if is_error is not None:
+            result["is_error"] = is_error
+        for rec in (call, result):
+            rec |= {"call_id": f"r{i}", "ts": ts}
+            ops.append(("feed", (orjson.dumps(rec), None, None)))
+    settings: TaggerSettings = {
+        "max_calls_per_conversation": 0,
+        "max_conversation_ms": 0.0,
+        "max_hashes_per_conversation": 256,
+        "max_hashes_total": 200_000,
+        "schemas": False,
+    }
+    _run_both_tagged(EngineConfig(), ops, settings)
+
+
 _json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -1206,6 +1262,10 @@ def test_result_verdict_is_classify_results(value: Any, is_error: bool | None, a
     "Input  Validation Error", "invalid", "Error: The parameters are invalid.\nDetails",
     "ERROR:Input rejected - input rejected", "\u00a0Invalid argument", "the argument was rejectedly",
     "arguments failed validation", "invalid paramsx",
+    # each first character the compiled check lets through to the patterns, after blanks
+    "\u2028invalid input", "\x1f\x1eInvalid params", "Zinvalid input", "\u00a0\u3000잘못된 입력",
+    "  매개변수가 잘못됨", "The input was rejected", "PARAMETERS ARE INVALID", "Arguments were rejected",
+    "<tool_use_error> error: invalid input", "Mcp Error -1: invalid input", "EError: invalid input",
 ])  # fmt: skip
 def test_rejection_heuristic_is_the_python_patterns(text: str) -> None:
     """The Rust `regex` translation of _PREFIX/_REJECTION (Python's `\\s` and re.I) on the known texts."""
