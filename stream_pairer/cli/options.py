@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 from stream_pairer.core import tagging
@@ -238,6 +239,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="dotted path of the conversation id in a record; repeat to try several in order "
         f"(default: {', '.join(DEFAULT_FORMAT_CONFIG.conversation_fields)})",
     )
+    add_map_option(f)
     add_option(
         f,
         "--max-record-bytes",
@@ -338,7 +340,35 @@ def format_config_from_args(args: argparse.Namespace) -> FormatConfig:
         max_history_ids=args.max_history_ids,
         max_history_conversations=args.max_history_conversations,
         max_id_bytes=args.max_id_bytes,
+        mapping=mapping_from_args(args),
     )
+
+
+def add_map_option(parser: argparse.ArgumentParser | Any) -> None:
+    """`--map FILE` (pair, run, audit: the audit must read records as the run did)."""
+    add_option(
+        parser,
+        "--map",
+        help="jq program that turns each input record into zero or more canonical events (README, "
+        "Mappings); it reads every record in place of the built-in readers; events are format `mapped`",
+    )
+
+
+def mapping_from_args(args: argparse.Namespace) -> Any:
+    """The compiled `--map` program, or None. Raises MappingError (a ValueError: the commands print
+    its one line and exit 2) when it does not compile, OSError when it cannot be read."""
+    path = getattr(args, "map", None)
+    if not path:
+        return None
+    from stream_pairer.core.mapping import compile_mapping  # noqa: PLC0415 - jq only for --map
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise OSError(
+            f"--map {path}: cannot read the mapping: {getattr(err, 'strerror', None) or err}"
+        ) from None
+    return compile_mapping(text, path)
 
 
 def tagger_from_args(args: argparse.Namespace) -> Any:

@@ -136,6 +136,8 @@ class NativePipeline:
         # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.
         # Its outputs: bytes, or (bytes, kind, conversation id, OutputMeta) when routed.
         self.feed: Callable[..., list[Any]] = self.core.feed
+        if format_config.mapping is not None:  # --map reads every record: no fast-path reader may
+            self.feed = self._mapped_feed
         self.dead_letters: Counter[str] = Counter()
         # What only the Python path counts (the fast path's shapes never skip or repeat a record).
         self._python_summary = Summary()
@@ -195,6 +197,23 @@ class NativePipeline:
             rec["raw_bytes"] = size
             rec["raw_truncated"] = True
         return [self._out(rec)]
+
+    def _mapped_feed(
+        self,
+        raw: bytes,
+        source: Source,
+        *,
+        key: str | None = None,
+        arrival_ms: float | None = None,
+        replay_blocks: frozenset[int] | None = None,
+        replay_clocks: Mapping[int, float] | None = None,
+    ) -> list[Any]:
+        """`feed` under `--map`: every record to the Python format layer (which applies the
+        mapping), its events into the compiled state as any fallback record's."""
+        if replay_blocks is None:
+            self._extra_records += 1
+        src = orjson.dumps(source)
+        return self._python_path(raw, source, key, arrival_ms, src, replay_blocks, replay_clocks)
 
     def _python_path(  # noqa: PLR0917 - called positionally by the compiled core
         self,

@@ -80,6 +80,7 @@ class DeadLetterReason(StrEnum):
     MISSING_CONVERSATION_ID = "missing_conversation_id"
     WRONG_TYPE = "wrong_type"
     MISSING_FIELD = "missing_field"
+    MAPPING_ERROR = "mapping_error"  # the --map program rejected the record (core/mapping.py)
 
 
 class Outcome(StrEnum):

@@ -211,7 +211,8 @@ def test_streaming_chat_chunk_is_unknown_shape_with_a_reason() -> None:
 def test_jsonrpc_without_method_result_or_error() -> None:
     err = error({"session_id": "s", "message": {"jsonrpc": "2.0", "id": 3}})
     assert err.reason == "unknown_shape"
-    assert err.detail == "message is a JSON-RPC message with none of method, result, error"
+    # the reader's sentence first, then what discovery saw (formats/discover.py)
+    assert err.detail.startswith("message is a JSON-RPC message with none of method, result, error; ")
 
 
 def test_missing_conversation_id() -> None:

@@ -25,7 +25,13 @@ from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, ex
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
-from stream_pairer.cli.options import add_option, positive_float, positive_int
+from stream_pairer.cli.options import (
+    add_map_option,
+    add_option,
+    mapping_from_args,
+    positive_float,
+    positive_int,
+)
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.errors import AuditReadError, InputError, SidecarError
 from stream_pairer.stream.partition import DEAD_LETTER_TOPIC, ORPHANS_TOPIC, PAIRS_TOPIC
@@ -80,6 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="conversation id field(s) the run used "
         f"(default: {', '.join(DEFAULT_CONFIG.conversation_fields)})",
     )
+    add_map_option(parser)
     add_option(
         parser,
         "--max-record-bytes",
@@ -128,7 +135,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fields = tuple(args.conversation_field) if args.conversation_field else DEFAULT_CONFIG.conversation_fields
+    try:
+        mapping = mapping_from_args(args)
+    except (OSError, ValueError) as err:
+        return _usage(str(err))
     config = FormatConfig(
+        mapping=mapping,
         conversation_fields=fields,
         max_record_bytes=args.max_record_bytes,
         max_history_ids=args.max_history_ids,

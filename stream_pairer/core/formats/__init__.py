@@ -35,6 +35,7 @@ from stream_pairer.core.formats import (
     anthropic,
     canonical,
     codex,
+    discover,
     gemini,
     gemini_cli,
     mcp,
@@ -88,11 +89,14 @@ FORMATS: Final = (
     "gemini_cli",
     "wire",
     "otel",
+    "mapped",  # made by a --map jq program (core/mapping.py)
+    "discovered",  # found inside a record no reader claims (formats/discover.py): a labelled guess
 )
 # Formats whose records re-send history (every HTTP request repeats the conversation so far; every
 # chat span repeats its input messages): their events are counted once per id by the pipeline's
-# `HistoryDedup`, a repeated copy is not a new event.
-RESENT_FORMATS: Final = frozenset({"wire", "otel"})
+# `HistoryDedup`, a repeated copy is not a new event. Discovered shapes are counted the same way:
+# what is found inside unnamed records (request logs, span dumps) repeats history just as often.
+RESENT_FORMATS: Final = frozenset({"wire", "otel", "discovered"})
 
 # Claude Code session lines (and `claude -p --output-format stream-json` lines) that are not
 # conversation turns: they are known, and carry no tool event.
@@ -154,12 +158,23 @@ def parse_record(
         record = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         record = _retry_without_bom(raw, err)
-    if type(record) is not dict:
+    if config.mapping is not None:  # --map: the mapping reads every record (core/mapping.py)
+        parts: list[Part] = config.mapping.parts((raw[3:] if raw.startswith(_BOM) else raw).decode())
+        record = record if type(record) is dict else {}
+    elif type(record) is not dict:
         raise FormatError("not_an_object", f"the record is {json_type(record)}, expected a JSON object")
-    parts = _dispatch(record, "", True)
+    else:
+        try:
+            parts = _dispatch(record, "", True)
+        except FormatError as err:
+            if err.reason != "unknown_shape":
+                raise
+            parts = discover.read(record, err.detail)  # no reader claims it (formats/discover.py)
     if not parts:
         return []
     if parts[0][0] in MARKS:
+        if parts[0][0] == MARK_SKIP and config.mapping is None:
+            parts = discover.read(record, None) or parts  # a type no reader knows: look inside
         return _marked(parts, record, n, source, key, config, info)
     if n > DEPTH_CHECK_MIN_BYTES and raw.count(b"{") + raw.count(b"[") > MAX_DEPTH:
         _check_depth(parts)

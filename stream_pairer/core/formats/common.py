@@ -101,6 +101,9 @@ class FormatConfig:
     max_history_ids: int = 10_000
     # Conversations whose ids are remembered for that (least recently used forgotten first).
     max_history_conversations: int = 10_000
+    # `--map FILE`: a compiled jq mapping (core/mapping.py `Mapping`) that reads every record in
+    # place of the readers; None: the readers (and, for what none claims, discovery).
+    mapping: Any = None
 
 
 DEFAULT_CONFIG: Final = FormatConfig()
