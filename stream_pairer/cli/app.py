@@ -40,6 +40,11 @@ COMMANDS: tuple[Command, ...] = (
         f"{_PKG}.audit",
     ),
     Command(
+        "formats",
+        "list every input format reader: how a record is detected as it, and a sample record",
+        f"{_PKG}.formats",
+    ),
+    Command(
         "pair",
         "pair tool calls with results in log files (JSONL or JSON documents, gzip ok; directories, "
         "globs, - for stdin): pairs, orphans, dead letters",

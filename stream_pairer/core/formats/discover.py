@@ -13,7 +13,8 @@ bytes of JSON text found in strings, e.g. an HTTP body) looking for
   `return_value`, `tool_result`, `content`, `error`) and points at a call id (the keys above,
   `source_call_id`, `function_call_id`, or a list of ids: `tool_call_ids`, one result per id); its
   plain `id` counts as the pointer only under a result-ish key (`function_response`, ...) or in a
-  message whose role is a tool's (`tool`, `function`, `ipython`);
+  message whose role is a tool's (`tool`, `function`, `ipython`); the pointer may also sit in a
+  metadata object beside the result (`tool_call_metadata: {tool_call_id}`);
 * both at once: a tool invocation logged whole (name, arguments, id and `result`/`output`), a call
   and its result sharing the id.
 Nothing is guessed without an id: the engine pairs what is found by id only, and id-less look-alikes
@@ -153,9 +154,9 @@ class _Walker:
         ref, refs = _refs(d)
         result_key = next((k for k in RESULT_KEYS if k in d), None)
         strong = result_key is not None and result_key in STRONG_RESULT_KEYS
-        if refs is None and result_key is not None and _id_points_back(d, key):
-            own = _id(d.get("id"))
-            refs = None if own is None else [own]
+        if refs is None and result_key is not None:
+            own = _id(d.get("id")) if _id_points_back(d, key) else None
+            refs = [own] if own is not None else _nested_ref(d)
         if name is not None and args is not None and not (refs is not None and strong):
             call_id = ref if ref is not None else _id(d.get("id"))
             if call_id is None:
@@ -218,6 +219,17 @@ def _refs(d: dict[str, Any]) -> tuple[str | None, list[str] | None]:
             if ids:
                 return None, ids
     return None, None
+
+
+def _nested_ref(d: dict[str, Any]) -> list[str] | None:
+    """A result whose call id sits in a metadata object beside it (OpenHands observations:
+    `tool_call_metadata.tool_call_id`): a child object holding a call-id key and no result."""
+    for v in d.values():
+        if type(v) is dict and not any(k in v for k in RESULT_KEYS):
+            refs = _refs(v)[1]
+            if refs is not None:
+                return refs
+    return None
 
 
 def _id_points_back(d: dict[str, Any], key: str) -> bool:
