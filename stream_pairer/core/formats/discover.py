@@ -19,7 +19,7 @@ bytes of JSON text found in strings, e.g. an HTTP body) looking for
   and its result sharing the id.
 Nothing is guessed without an id: the engine pairs what is found by id only, and id-less look-alikes
 are reported, not paired by position. Events are labelled `discovered` (their own format, counted in
-the summary and `stream_pairer_events_total{format="discovered"}`), so nobody mistakes a guess for a
+the summary and `stream_pairer_events_read_total{format="discovered"}`), so nobody mistakes a guess for a
 reader. Re-sent copies (the same id seen again, as in request logs) are counted once (RESENT_FORMATS).
 
 When nothing is found, `explain` says what was seen: the keys, the nearest known family by key
