@@ -8,6 +8,7 @@ no description is still listed, and says so.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import orjson
 
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     for fmt in FORMATS:
         info = described.get(fmt)
         if args.json:
-            body = {"format": fmt, "detected_by": None, "sample": None}
+            body: dict[str, Any] = {"format": fmt, "detected_by": None, "sample": None}
             if info is not None:
                 body |= {"detected_by": info.detected_by, "sample": info.sample}
                 if info.needs_mapping:
