@@ -221,3 +221,16 @@ def test_a_discovered_file_audits_clean(tmp_path: Path, capsys: pytest.CaptureFi
         assert kinds == ["dead_letter", "orphan_call", "orphan_result", "pair"]
         assert main(["audit", "--input", str(log), "--outputs", str(out), "-q"]) == 0
         capsys.readouterr()
+
+
+def test_discovered_events_have_their_own_metric_series() -> None:
+    from stream_pairer.ops.metrics import Metrics  # noqa: PLC0415 - the sidecar's observer
+
+    metrics = Metrics()
+    pipeline = Pipeline(Engine(), observer=metrics)
+    pipeline.feed(orjson.dumps(VERCEL_CALL), SRC, key="k")
+    pipeline.feed(orjson.dumps({"type": "tool", "content": 1, "tool_call_id": "tc1"}), SRC, key="k")
+    sample = metrics.registry.get_sample_value
+    assert sample("stream_pairer_events_read_total", {"format": "discovered", "type": "tool_call"}) == 1
+    assert sample("stream_pairer_events_read_total", {"format": "discovered", "type": "tool_result"}) == 1
+    assert sample("stream_pairer_records_read_total", {"format": "discovered"}) == 2

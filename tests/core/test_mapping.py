@@ -196,3 +196,21 @@ def test_a_mapped_run_pairs_dead_letters_and_audits(
     assert main(["audit", "--input", str(log), "--outputs", str(out), "--map", str(program), "-q"]) == 0
     # ... and without it, the audit cannot know those events: it must not pass silently
     assert main(["audit", "--input", str(log), "--outputs", str(out), "-q"]) == 1
+
+
+def test_the_sidecar_config_carries_the_mapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stream_pairer.cli.app import build_parser  # noqa: PLC0415
+    from stream_pairer.cli.commands.run import config_from_args  # noqa: PLC0415
+
+    program = tmp_path / "rules.jq"
+    program.write_text(PROGRAM)
+    monkeypatch.setenv("STREAM_PAIRER_MAP", str(program))  # the Pod-spec way
+    args = build_parser("run").parse_args(
+        ["run", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "t", "--group-id", "g"]
+    )
+    mapping = config_from_args(args).formats.mapping
+    assert mapping is not None and mapping.name == str(program)
+    (ev,) = parse_record(
+        b'{"kind": "result", "of": "a", "out": 1}', SRC, key="k", config=config_from_args(args).formats
+    )
+    assert ev.format == "mapped"
