@@ -234,3 +234,29 @@ def test_discovered_events_have_their_own_metric_series() -> None:
     assert sample("stream_pairer_events_read_total", {"format": "discovered", "type": "tool_call"}) == 1
     assert sample("stream_pairer_events_read_total", {"format": "discovered", "type": "tool_result"}) == 1
     assert sample("stream_pairer_records_read_total", {"format": "discovered"}) == 2
+
+
+def test_the_discovered_sample_pairs_as_a_reader_would() -> None:
+    """tests/samples/discovered.jsonl: Vercel AI SDK parts, Google ADK events, a LangChain
+    tool start event (a `type` no reader knows) and its ToolMessage, an in-house span logged whole."""
+    from tests.core.formats_helpers import sample_lines  # noqa: PLC0415
+
+    pipeline = Pipeline(Engine())
+    out: list[dict[str, Any]] = []
+    for n, raw in enumerate(sample_lines("discovered.jsonl"), 1):
+        out += pipeline.feed(raw, {"file": "discovered.jsonl", "line": n}, key="file")
+    out += pipeline.flush("end_of_input", "no_call")
+    pairs = sorted(
+        (p["conversation_id"], p["call"]["id"], p["match"], p["result"]["is_error"])
+        for p in out
+        if p["kind"] == "pair"
+    )
+    assert pairs == [
+        ("adk-sess-42", "adk-fc-7", "id", None),
+        ("inhouse-3", "sp-1", "id", False),  # status "ok"
+        ("lc-9", "toolu_lc_1", "id", False),  # status "success"
+        ("th-vercel-1", "call_bergen_2", "id", None),
+        ("th-vercel-1", "call_oslo_1", "id", True),  # tool-error: its `error` is the result
+    ]
+    assert [r["kind"] for r in out if r["kind"] != "pair"] == []
+    assert pipeline.summary.events_by_format == {"discovered": 10}
