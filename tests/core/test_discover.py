@@ -260,3 +260,15 @@ def test_the_discovered_sample_pairs_as_a_reader_would() -> None:
     ]
     assert [r["kind"] for r in out if r["kind"] != "pair"] == []
     assert pipeline.summary.events_by_format == {"discovered": 10}
+
+
+def test_the_summary_says_discovered_events_are_guesses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "a.jsonl"
+    log.write_bytes(orjson.dumps(VERCEL_CALL) + b"\n")
+    assert main(["pair", str(log), "--out", str(tmp_path / "out")]) == 0
+    assert "note: `discovered` events are guesses" in capsys.readouterr().out
+    log.write_bytes(b'{"conversation_id": "c", "type": "tool_call", "id": "x", "name": "n"}\n')
+    assert main(["pair", str(log), "--out", str(tmp_path / "out")]) == 0
+    assert "discovered" not in capsys.readouterr().out

@@ -283,6 +283,11 @@ def render_summary(
         f"conservation: {acc['events_in']} events in, {acc['events_out']} in pairs/orphans"
         f" ({'ok' if acc['events_in'] == acc['events_out'] else 'MISMATCH'})"
     )
+    if s.events_by_format.get("discovered"):  # a guess must not read as a reader (formats/discover.py)
+        lines.append(
+            "note: `discovered` events are guesses in shapes no reader names (paired by id only); "
+            "--map describes a shape"
+        )
     ran = "" if engine is None else f", {engine} engine"
     lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
     return "\n".join(lines)
