@@ -198,22 +198,14 @@ class NativePipeline:
             rec["raw_truncated"] = True
         return [self._out(rec)]
 
-    def _mapped_feed(
-        self,
-        raw: bytes,
-        source: Source,
-        *,
-        key: str | None = None,
-        arrival_ms: float | None = None,
-        replay_blocks: frozenset[int] | None = None,
-        replay_clocks: Mapping[int, float] | None = None,
-    ) -> list[Any]:
-        """`feed` under `--map`: every record to the Python format layer (which applies the
-        mapping), its events into the compiled state as any fallback record's."""
+    def _mapped_feed(self, raw: bytes, source: Source, **kw: Any) -> list[Any]:
+        """`feed` under `--map` (same keywords): every record to the Python format layer, which
+        applies the mapping; its events go into the compiled state as any fallback record's."""
+        replay_blocks = kw.get("replay_blocks")
         if replay_blocks is None:
             self._extra_records += 1
-        src = orjson.dumps(source)
-        return self._python_path(raw, source, key, arrival_ms, src, replay_blocks, replay_clocks)
+        key, arrival_ms, clocks = kw.get("key"), kw.get("arrival_ms"), kw.get("replay_clocks")
+        return self._python_path(raw, source, key, arrival_ms, orjson.dumps(source), replay_blocks, clocks)
 
     def _python_path(  # noqa: PLR0917 - called positionally by the compiled core
         self,
