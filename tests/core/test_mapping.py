@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from stream_pairer.cli.app import main
+from stream_pairer.core import native
 from stream_pairer.core.engine import Engine
 from stream_pairer.core.formats import FormatConfig, parse_record
 from stream_pairer.core.mapping import MappingError, compile_mapping
@@ -214,3 +215,42 @@ def test_the_sidecar_config_carries_the_mapping(tmp_path: Path, monkeypatch: pyt
         b'{"kind": "result", "of": "a", "out": 1}', SRC, key="k", config=config_from_args(args).formats
     )
     assert ev.format == "mapped"
+
+
+@pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+def test_both_engines_write_the_same_files_under_a_mapping(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    records = [
+        {"kind": "calls", "calls": [{"id": "a", "tool": "t", "args": {"x": 1}, "at": 1_750_000_000}]},
+        {"kind": "calls", "calls": [{"id": "b", "tool": "t", "args": {"x": 1}, "at": 1_750_000_001}]},
+        {"kind": "reject", "why": "w"},
+        {"kind": "result", "of": "a", "out": "Error: boom", "failed": True},
+        {"kind": "result", "of": "zz", "out": None, "failed": False},
+        [1, 2],
+    ]
+    log.write_bytes(b"\n".join(orjson.dumps(r) for r in records) + b"\n")
+    program = tmp_path / "rules.jq"
+    program.write_text(PROGRAM)
+    summaries = {}
+    for engine in ("python", "native"):
+        summary = tmp_path / f"{engine}.json"
+        argv = [
+            "pair",
+            str(log),
+            "--out",
+            str(tmp_path / engine),
+            "-q",
+            "--engine",
+            engine,
+            "--map",
+            str(program),
+        ]
+        assert main([*argv, "--summary-json", str(summary)]) == 0
+        body = orjson.loads(summary.read_bytes())
+        assert body.pop("engine") == engine
+        body.pop("seconds")
+        summaries[engine] = body
+    assert summaries["python"] == summaries["native"]
+    assert summaries["python"]["events_by_format"] == {"mapped": 4}
+    for name in ("pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl"):
+        assert (tmp_path / "native" / name).read_bytes() == (tmp_path / "python" / name).read_bytes(), name
