@@ -8,6 +8,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream_pairer.cli.app import main
 from stream_pairer.core import native
@@ -254,3 +256,32 @@ def test_both_engines_write_the_same_files_under_a_mapping(tmp_path: Path) -> No
     assert summaries["python"]["events_by_format"] == {"mapped": 4}
     for name in ("pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl"):
         assert (tmp_path / "native" / name).read_bytes() == (tmp_path / "python" / name).read_bytes(), name
+
+
+_KINDS = st.sampled_from(["call", "result", "reject", "chatter"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_KINDS, st.integers(0, 5), st.sampled_from(["c1", "c2"])), max_size=30))
+def test_conservation_under_a_mapping(script: list[tuple[str, int, str]]) -> None:
+    """Any mix of mapped calls, results, rejections and non-events: every mapped event ends in
+    exactly one pair or orphan, every rejected record in one dead letter, nothing else is written."""
+    pipeline = Pipeline(Engine(), FormatConfig(mapping=compile_mapping(PROGRAM, "rules.jq")))
+    out = []
+    for i, (kind, n, conv) in enumerate(script):
+        record = {
+            "call": {
+                "kind": "calls",
+                "session_id": conv,
+                "calls": [{"id": f"k{n}", "tool": "t", "args": {}}],
+            },
+            "result": {"kind": "result", "of": f"k{n}", "out": i, "failed": False, "conv": conv},
+            "reject": {"kind": "reject", "why": i},
+            "chatter": {"kind": "chatter"},
+        }[kind]
+        out += pipeline.feed(orjson.dumps(record), {"file": "f", "line": i + 1}, key="k")
+    out += pipeline.flush("end_of_input", "no_call")
+    members = 2 * sum(r["kind"] == "pair" for r in out) + sum(r["kind"].startswith("orphan") for r in out)
+    assert members == sum(kind in ("call", "result") for kind, _, _ in script)
+    assert sum(r["kind"] == "dead_letter" for r in out) == sum(kind == "reject" for kind, _, _ in script)
+    assert all(r["match"] == "id" for r in out if r["kind"] == "pair")
