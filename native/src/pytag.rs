@@ -10,13 +10,13 @@ use std::hash::{BuildHasher, Hasher};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::canonical::get;
-use crate::canonical::py_strip;
-use crate::engine::Event;
+use crate::event::Event;
+use crate::fields::get;
 use crate::scan;
 use crate::tagging::{
     point_index, EventTag, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION,
 };
+use crate::text::py_strip;
 use crate::verdict::{
     classify_result, classify_text, cut, first_line, input_rejection, Verdict, EMPTY, ERROR, OK,
     REJECTION_CHARS,

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::canonical::{py_space, py_strip};
+use crate::text::{py_space, py_strip};
 
 pub const OK: &str = "ok";
 pub const EMPTY: &str = "empty";

@@ -3,7 +3,8 @@
 //! engine.rs (it reads the engine's private state); the engine calls the `note_*` hooks as it
 //! holds and releases events and touches conversations, which do nothing until the first mark.
 
-use super::{Conv, Engine, HashMap};
+use super::held::Conv;
+use super::{Engine, HashMap};
 
 /// A held event's position: (consumed offset, block).
 pub(super) type Pos = (Option<i64>, i64);
