@@ -21,9 +21,9 @@ mod pyout;
 mod pytag;
 mod scan;
 mod tagging;
-mod text;
 #[cfg(test)]
 mod tests;
+mod text;
 mod verdict;
 
 use indexmap::IndexMap;

@@ -5,7 +5,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
-use super::{changes, HashMap, IndexMap};
+use super::{HashMap, IndexMap};
 use crate::event::Event;
 use crate::tagging::ConvTags;
 
@@ -89,9 +89,16 @@ pub(super) struct Conv {
     // The failure tagger's state (tagging.py `Conversation.tags`): dropped with the conversation.
     pub(super) tags: Option<Box<ConvTags>>,
     // Its clock entry in the last checkpoint, and whether it is in `changes.dirty` (changes.rs).
-    pub(super) ck: changes::Ck,
+    pub(super) ck: Ck,
     pub(super) ck_dirty: bool,
 }
+
+/// A held event's position: (consumed offset, block).
+pub(super) type Pos = (Option<i64>, i64);
+
+/// A conversation's clock entry as the last checkpoint carries it: (mark, position, clock); kept
+/// by changes.rs.
+pub(super) type Ck = Option<(u64, Pos, f64)>;
 
 pub(super) const NIL: usize = usize::MAX;
 pub(super) const TIMERS_REBUILD_OVER: usize = 32;
