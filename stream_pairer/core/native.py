@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -64,17 +64,23 @@ from stream_pairer.core.pipeline import (
 from stream_pairer.core.vocab import Record
 from stream_pairer.errors import NativeUnavailable
 
+if TYPE_CHECKING:
+    from stream_pairer._native import Core
+
 __all__ = ["NativePipeline", "NativeUnavailable", "available", "supports"]
 
-try:  # the compiled core is optional: a source install without Rust has only the Python engine
-    from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
-except ImportError:  # pragma: no cover - exercised by the fallback test through `_native = None`
-    _native = None
+# The compiled core is optional: a source install without Rust has only the Python engine. Typed by
+# stream_pairer/_native.pyi; `_Core` is None where the extension does not import.
+_Core: type[Core] | None
+try:
+    from stream_pairer._native import Core as _Core
+except ImportError:  # pragma: no cover - exercised by the fallback test through `_Core = None`
+    _Core = None
 
 
 def available() -> bool:
     """Whether the compiled core was built and imports on this interpreter."""
-    return _native is not None
+    return _Core is not None
 
 
 def supports(tagger: Any) -> bool:
@@ -97,7 +103,7 @@ class NativePipeline:
         observer: PipelineObserver | None = None,
         routed: bool = False,
     ):
-        if _native is None:
+        if _Core is None:
             raise NativeUnavailable("stream_pairer._native is not built (see README, Compiled core)")
         if not supports(tagger):
             raise NativeUnavailable("the compiled core does not run this failure tagger yet")
@@ -106,7 +112,7 @@ class NativePipeline:
         cfg = config or EngineConfig()
         self.config = cfg
         self.format_config = format_config
-        self.core: Any = _native.Core(
+        self.core = _Core(
             call_timeout_ms=cfg.call_timeout_ms,
             result_grace_ms=cfg.result_grace_ms,
             conversation_ttl_ms=cfg.conversation_ttl_ms,
@@ -324,21 +330,25 @@ class NativePipeline:
     def held_positions(self) -> list[tuple[int, int]]:
         """(consumed offset, block) of every held event, oldest first (routed pipelines only:
         the core keeps offsets when it routes)."""
-        held: list[tuple[int, int]] = self.core.held_positions()
-        return held
+        # The core's offsets are None only where nothing routes (file mode): never read there.
+        return cast("list[tuple[int, int]]", self.core.held_positions())
 
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
-        clocks: list[tuple[int, int, float]] = self.core.held_clocks()
-        return clocks
+        return cast("list[tuple[int, int, float]]", self.core.held_clocks())
 
     def mark_clock_positions(self) -> list[tuple[int, int, float]]:
         """`held_clock_positions`, and the base `held_changes` counts from (a snapshot's)."""
-        clocks: list[tuple[int, int, float]] = self.core.mark_clocks()
-        return clocks
+        return cast("list[tuple[int, int, float]]", self.core.mark_clocks())
 
     def held_changes(self) -> HeldChanges:
         """The core's changes since the last mark (engine.py `held_changes`): O(changes)."""
-        return HeldChanges(*self.core.held_changes())
+        held, released, clocks, unclocked = self.core.held_changes()
+        return HeldChanges(
+            cast("list[tuple[int, int]]", held),
+            cast("list[tuple[int, int]]", released),
+            cast("list[tuple[int, int, float]]", clocks),
+            cast("list[tuple[int, int]]", unclocked),
+        )
 
     def end_restore(self) -> None:
         self.core.end_restore()
