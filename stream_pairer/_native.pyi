@@ -5,7 +5,7 @@ is `Any` and mypy checks none of them. tests/core/test_native_stub.py keeps this
 module in step (every name here exists there and the other way round, and the signatures agree)."""
 
 from collections.abc import Callable, Mapping
-from typing import TypeAlias
+from typing import TypeAlias, TypedDict
 
 from stream_pairer.core.model import OutputMeta, Source
 from stream_pairer.core.pipeline import PipelineObserver
@@ -23,6 +23,13 @@ Fallback: TypeAlias = Callable[
     [bytes, Source, str | None, float | None, bytes, frozenset[int] | None, Mapping[int, float] | None],
     list[Output],
 ]
+
+class _Vocabulary(TypedDict):
+    """What `vocabulary()` returns: the sets and constants of stream_pairer/core/vocab.json as
+    this build of the core holds them."""
+
+    sets: dict[str, list[str]]
+    constants: dict[str, int | float | str | list[str]]
 
 class Core:
     info_dirty: bool
@@ -142,3 +149,4 @@ def classify_result(
     content: bytes, is_error: bool | None = None
 ) -> tuple[str, str, str | None, str | None]: ...
 def input_rejection(text: str) -> str | None: ...
+def vocabulary() -> _Vocabulary: ...

@@ -7,6 +7,7 @@ use crate::event::Event;
 use crate::out::{days_from_civil, write_opt_str, write_ts};
 use crate::scan::{self, Member};
 use crate::text::py_strip;
+use crate::vocab::{MAX_TS_MS, TS_FIELDS};
 
 pub struct FormatCfg {
     /// (first key, remaining keys) per configured conversation-id path.
@@ -15,15 +16,6 @@ pub struct FormatCfg {
     /// formats.FormatConfig.max_id_bytes: longer ids are left to the Python layer (a dead letter).
     pub max_id_bytes: usize,
 }
-
-const TS_FIELDS: [&[u8]; 5] = [
-    b"ts",
-    b"timestamp",
-    b"created_at",
-    b"created",
-    b"createTime",
-];
-const MAX_MS: f64 = 253_402_300_800_000.0;
 
 pub fn get<'a>(m: &'a [Member<'a>], key: &[u8]) -> Option<&'a Member<'a>> {
     m.iter().find(|x| x.key == key)
@@ -193,7 +185,7 @@ fn iso_ms(s: &[u8]) -> Option<f64> {
         return None; // int/int true division in Python would round once, this twice
     }
     let ms = (total_us as f64 / 1e6) * 1000.0;
-    (0.0..MAX_MS).contains(&ms).then_some(ms)
+    (0.0..MAX_TS_MS).contains(&ms).then_some(ms)
 }
 
 fn epoch_to_ms(v: f64) -> f64 {
@@ -226,7 +218,9 @@ fn int_epoch_to_ms(v: i128) -> f64 {
 /// the spelling is one this port does not read.
 pub fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
     for f in TS_FIELDS {
-        let Some(mem) = get(m, f) else { continue };
+        let Some(mem) = get(m, f.as_bytes()) else {
+            continue;
+        };
         let v = &b[mem.start..mem.end];
         let ms = match v[0] {
             b'n' => continue,
@@ -245,7 +239,7 @@ pub fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
                         .and_then(|t| t.parse::<f64>().ok())
                         .map(epoch_to_ms)
                 }
-                .filter(|ms| (0.0..MAX_MS).contains(ms))
+                .filter(|ms| (0.0..MAX_TS_MS).contains(ms))
             }
             _ => None,
         };

@@ -25,6 +25,7 @@ mod tagging;
 mod tests;
 mod text;
 mod verdict;
+mod vocab;
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
@@ -436,7 +437,7 @@ impl Core {
         list
     }
 
-    #[pyo3(signature = (reason="shutdown", result_reason=None))]
+    #[pyo3(signature = (reason=vocab::orphan_reason::SHUTDOWN, result_reason=None))]
     fn flush<'py>(
         &mut self,
         py: Python<'py>,

@@ -2,8 +2,9 @@
 //! result classifier) to the Python tests that pin them to their Python counterparts.
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
+use crate::vocab::{Value, CONSTANTS, SETS};
 use crate::{out, scan, verdict};
 
 /// A float as orjson writes it (exposed for the tests that pin the encoder to orjson).
@@ -50,11 +51,35 @@ fn classify_result(
 #[pyfunction]
 fn input_rejection(text: String) -> Option<String> {
     verdict::input_rejection(&verdict::Verdict {
-        outcome: verdict::OK,
+        outcome: crate::vocab::outcome::OK,
         why: std::borrow::Cow::Borrowed(""),
         text: Some(std::borrow::Cow::Owned(text)),
         code: None,
     })
+}
+
+/// The vocabulary as this build of the core holds it (build.rs generated it from vocab.json):
+/// `{"sets": {name: [values]}, "constants": {name: value}}`, read from the generated Rust
+/// constants themselves, so tests can compare what the core uses with the definition.
+#[pyfunction]
+fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let sets = PyDict::new(py);
+    for (name, values) in SETS {
+        sets.set_item(name, values.to_vec())?;
+    }
+    let constants = PyDict::new(py);
+    for (name, value) in CONSTANTS {
+        match value {
+            Value::Int(n) => constants.set_item(name, n)?,
+            Value::Float(x) => constants.set_item(name, x)?,
+            Value::Str(s) => constants.set_item(name, s)?,
+            Value::List(l) => constants.set_item(name, l.to_vec())?,
+        }
+    }
+    let d = PyDict::new(py);
+    d.set_item("sets", sets)?;
+    d.set_item("constants", constants)?;
+    Ok(d)
 }
 
 /// Adds the functions above to the extension module.
@@ -64,5 +89,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_canonical, m)?)?;
     m.add_function(wrap_pyfunction!(classify_result, m)?)?;
     m.add_function(wrap_pyfunction!(input_rejection, m)?)?;
+    m.add_function(wrap_pyfunction!(vocabulary, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::engine::{self, Out};
+use crate::vocab::event_type::{TOOL_CALL, TOOL_RESULT};
 use crate::{out, Core};
 
 /// The offset a record was consumed at: `source["via"]["offset"]` under --repartition, else
@@ -136,7 +137,7 @@ impl Core {
     pub(crate) fn count_event(&mut self, is_call: bool, format: &str) {
         *self
             .events
-            .entry(if is_call { "tool_call" } else { "tool_result" })
+            .entry(if is_call { TOOL_CALL } else { TOOL_RESULT })
             .or_insert(0) += 1;
         if let Some(n) = self.events_by_format.get_mut(format) {
             *n += 1;

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from stream_pairer.core import engine, tagging
+from stream_pairer.core import tagging
 from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
@@ -61,7 +61,7 @@ from stream_pairer.core.pipeline import (
     observe_read,
     start_requests,
 )
-from stream_pairer.core.vocab import Record
+from stream_pairer.core.vocab import HELD_BYTES_PER_EVENT, HELD_BYTES_PER_INPUT_BYTE, Record
 from stream_pairer.errors import NativeUnavailable
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class NativePipeline:
             max_record_bytes=format_config.max_record_bytes,
             max_id_bytes=format_config.max_id_bytes,
             # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
-            held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
+            held_cost=(HELD_BYTES_PER_INPUT_BYTE, HELD_BYTES_PER_EVENT),
             # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
             raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
         )

@@ -6,6 +6,9 @@ use super::held::{Closed, Held};
 use super::Engine;
 use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
+use crate::vocab::orphan_reason::TIMEOUT;
+use crate::vocab::pair_match::ID;
+use crate::vocab::record_kind::{ORPHAN_CALL, ORPHAN_RESULT, PAIR};
 
 /// What routing and metrics need of one output record (Python's `OutputMeta` plus the
 /// conversation id, the output key), kept beside the encoded record when `Out::with_meta` is set,
@@ -74,7 +77,7 @@ impl Engine {
         let conv = call.conv;
         if let Some(id) = &call.ev.id {
             let id = id.clone();
-            let by = if how == "id" {
+            let by = if how == ID {
                 Closed::ById
             } else {
                 Closed::ByFifo
@@ -84,7 +87,9 @@ impl Engine {
         let (cev, rev) = (&call.ev, &result.ev);
         let cid = &self.slab[conv].as_ref().expect("live conversation").cid;
         let r = &mut out.buf;
-        r.extend_from_slice(b"{\"kind\":\"pair\",\"pair_id\":\"");
+        r.extend_from_slice(b"{\"kind\":\"");
+        r.extend_from_slice(PAIR.as_bytes());
+        r.extend_from_slice(b"\",\"pair_id\":\"");
         r.extend_from_slice(pair_id(cid, cev).as_bytes());
         r.extend_from_slice(b"\",\"match\":\"");
         r.extend_from_slice(how.as_bytes());
@@ -118,7 +123,7 @@ impl Engine {
         out.end_record();
         if out.with_meta {
             out.metas.push(Meta {
-                kind: "pair",
+                kind: PAIR,
                 label: how.to_owned(),
                 fifo_by: fifo_by.map(str::to_owned),
                 conversation_id: cid.clone(),
@@ -133,7 +138,8 @@ impl Engine {
         }
         let mut label = std::mem::take(&mut self.label);
         label.clear();
-        label.push_str("pair:");
+        label.push_str(PAIR);
+        label.push(':');
         label.push_str(how);
         if let Some(b) = fifo_by {
             label.push(':');
@@ -159,9 +165,9 @@ impl Engine {
         }
         let ev = &h.ev;
         let kind = if ev.is_call {
-            "orphan_call"
+            ORPHAN_CALL
         } else {
-            "orphan_result"
+            ORPHAN_RESULT
         };
         let r = &mut out.buf;
         r.extend_from_slice(b"{\"kind\":\"");
@@ -179,7 +185,7 @@ impl Engine {
         r.extend_from_slice(b",\"source\":");
         r.extend_from_slice(&ev.source);
         let (outcome, failure) = match self.tagger.as_mut() {
-            Some(t) if ev.is_call => t.write(r, ev.tag.as_deref(), None, reason == "timeout"),
+            Some(t) if ev.is_call => t.write(r, ev.tag.as_deref(), None, reason == TIMEOUT),
             Some(t) => t.write(r, None, ev.tag.as_deref(), false),
             None => (None, None),
         };

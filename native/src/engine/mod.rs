@@ -42,7 +42,6 @@ pub struct Config {
     pub held_bytes_per_event: i64,
 }
 
-const IDLE_SWEEP_EVERY_MS: f64 = 1_000.0;
 /// `engine.held_cost`, with the same float arithmetic so both engines evict at the same event; its
 /// two constants come from engine.py (`Core(held_cost=...)`), never copied here.
 fn held_cost(cfg: &Config, size: usize) -> i64 {

@@ -5,6 +5,12 @@ use super::emit::Out;
 use super::held::{Closed, Held};
 use super::Engine;
 use crate::event::Event;
+use crate::vocab::eviction_limit::CALLS_PER_CONVERSATION;
+use crate::vocab::fifo_by::{NAME, ORDER};
+use crate::vocab::orphan_reason::{
+    DUPLICATE_RESULT, EVICTED, FIFO_CONFLICT, LATE_RESULT, SUPERSEDED,
+};
+use crate::vocab::pair_match::{FIFO, ID};
 
 impl Engine {
     // ------------------------------------------------------------------ rules
@@ -16,7 +22,7 @@ impl Engine {
         if let Some(cid) = call.id.clone() {
             let c = self.conv(conv);
             if let Some(&old) = c.calls_by_id.get(&cid) {
-                self.emit_orphan_seq(old, "superseded", out);
+                self.emit_orphan_seq(old, SUPERSEDED, out);
             }
             let c = self.conv(conv);
             if let Some(waiting) = c.pending.get(&cid) {
@@ -24,7 +30,7 @@ impl Engine {
                     let first = waiting[0];
                     let res = self.release(first).expect("held result");
                     self.next_seq(); // the Python engine numbers the late call's Held too
-                    self.emit_pair(Held::bare(call, ts, conv), res, "id", None, out);
+                    self.emit_pair(Held::bare(call, ts, conv), res, ID, None, out);
                     let dups: Vec<u64> = self
                         .conv(conv)
                         .pending
@@ -32,7 +38,7 @@ impl Engine {
                         .cloned()
                         .unwrap_or_default();
                     for d in dups {
-                        self.emit_orphan_seq(d, "duplicate_result", out);
+                        self.emit_orphan_seq(d, DUPLICATE_RESULT, out);
                     }
                     return;
                 }
@@ -46,14 +52,14 @@ impl Engine {
                 // Its id-less result came first (written late, or reordered): a FIFO pair.
                 let res = self.release(seq).expect("held early result");
                 self.next_seq();
-                self.emit_pair(Held::bare(call, ts, conv), res, "fifo", Some(by), out);
+                self.emit_pair(Held::bare(call, ts, conv), res, FIFO, Some(by), out);
                 return;
             }
         }
         if self.conv(conv).open_calls.len() >= self.cfg.max_calls_per_conversation {
-            self.evicted(1, "calls_per_conversation");
+            self.evicted(1, CALLS_PER_CONVERSATION);
             let first = *self.conv(conv).open_calls.iter().next().unwrap();
-            self.emit_orphan_seq(first, "evicted", out);
+            self.emit_orphan_seq(first, EVICTED, out);
         }
         let id = call.id.clone();
         let seq = self.hold(call, conv, ts, self.cfg.call_timeout_ms);
@@ -70,16 +76,16 @@ impl Engine {
             if let Some(&call) = self.conv(conv).calls_by_id.get(&rid) {
                 let call_held = self.release(call).expect("held call");
                 self.next_seq();
-                self.emit_pair(call_held, Held::bare(result, ts, conv), "id", None, out);
+                self.emit_pair(call_held, Held::bare(result, ts, conv), ID, None, out);
                 return;
             }
             if let Some(&(how, _)) = self.conv(conv).closed.get(&rid) {
                 self.next_seq();
                 let res = Held::bare(result, ts, conv);
                 let reason = match how {
-                    Closed::ById => "duplicate_result",
-                    Closed::ByFifo => "fifo_conflict",
-                    Closed::Orphaned => "late_result",
+                    Closed::ById => DUPLICATE_RESULT,
+                    Closed::ByFifo => FIFO_CONFLICT,
+                    Closed::Orphaned => LATE_RESULT,
                 };
                 self.emit_orphan(res, reason, out);
                 return;
@@ -96,13 +102,7 @@ impl Engine {
         if let Some((seq, by)) = self.fifo_candidate(conv, result.name.as_deref()) {
             let call_held = self.release(seq).expect("held call");
             self.next_seq();
-            self.emit_pair(
-                call_held,
-                Held::bare(result, ts, conv),
-                "fifo",
-                Some(by),
-                out,
-            );
+            self.emit_pair(call_held, Held::bare(result, ts, conv), FIFO, Some(by), out);
             return;
         }
         // No call it could pair with yet: wait the grace for one, as a result with an unknown id does.
@@ -120,7 +120,7 @@ impl Engine {
         let c = self.conv(conv);
         let first = *c.early.iter().next()?;
         let Some(name) = name else {
-            return Some((first, "order"));
+            return Some((first, ORDER));
         };
         let mut unnamed = None;
         for seq in &c.early {
@@ -132,12 +132,12 @@ impl Engine {
                 .name
                 .as_deref()
             {
-                Some(n) if n == name => return Some((*seq, "name")),
+                Some(n) if n == name => return Some((*seq, NAME)),
                 None if unnamed.is_none() => unnamed = Some(*seq),
                 _ => {}
             }
         }
-        unnamed.map(|s| (s, "order"))
+        unnamed.map(|s| (s, ORDER))
     }
 
     pub(super) fn fifo_candidate(
@@ -148,7 +148,7 @@ impl Engine {
         let c = self.conv(conv);
         let first = *c.open_calls.iter().next()?;
         let Some(name) = name else {
-            return Some((first, "order"));
+            return Some((first, ORDER));
         };
         let mut unnamed = None;
         for seq in &c.open_calls {
@@ -160,11 +160,11 @@ impl Engine {
                 .name
                 .as_deref();
             match call_name {
-                Some(n) if n == name => return Some((*seq, "name")),
+                Some(n) if n == name => return Some((*seq, NAME)),
                 None if unnamed.is_none() => unnamed = Some(*seq),
                 _ => {}
             }
         }
-        unnamed.map(|s| (s, "order"))
+        unnamed.map(|s| (s, ORDER))
     }
 }

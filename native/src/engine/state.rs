@@ -7,8 +7,11 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use super::emit::Out;
 use super::held::{Closed, Conv, Held, Timer, NIL, TIMERS_REBUILD_OVER};
-use super::{held_cost, Engine, HashMap, IndexMap, IDLE_SWEEP_EVERY_MS};
+use super::{held_cost, Engine, HashMap, IndexMap};
 use crate::event::Event;
+use crate::vocab::eviction_limit::{CONVERSATIONS, HELD_BYTES};
+use crate::vocab::orphan_reason::{EVICTED, NO_CALL, TIMEOUT};
+use crate::vocab::IDLE_SWEEP_EVERY_MS;
 
 impl Engine {
     // ------------------------------------------------------------------ state keeping
@@ -131,10 +134,10 @@ impl Engine {
         let mut seqs = self.conv(i).held_seqs();
         seqs.sort_unstable();
         if !seqs.is_empty() {
-            self.evicted(seqs.len() as u64, "conversations");
+            self.evicted(seqs.len() as u64, CONVERSATIONS);
         }
         for s in seqs {
-            self.emit_orphan_seq(s, "evicted", out);
+            self.emit_orphan_seq(s, EVICTED, out);
         }
     }
 
@@ -292,8 +295,8 @@ impl Engine {
             let Some(first) = self.held.oldest() else {
                 break;
             };
-            self.evicted(1, "held_bytes");
-            self.emit_orphan_seq(first, "evicted", out);
+            self.evicted(1, HELD_BYTES);
+            self.emit_orphan_seq(first, EVICTED, out);
         }
         // Nothing held and still over: forget the least recently used idle conversations' ids.
         while self.id_bytes > limit && self.lru_head != NIL {
@@ -339,9 +342,9 @@ impl Engine {
             let reason = match self.held.get(&seq) {
                 Some(h) if deadline_of(h) == deadline => {
                     if h.ev.is_call {
-                        "timeout"
+                        TIMEOUT
                     } else {
-                        "no_call"
+                        NO_CALL
                     }
                 }
                 _ => continue, // already paired or emitted: a stale timer

@@ -1,5 +1,6 @@
 use crate::out::{write_f64, write_str};
-use crate::scan::{self, MAX_DEPTH};
+use crate::scan;
+use crate::vocab::MAX_DEPTH;
 
 fn canonical(b: &[u8]) -> bool {
     scan::value(b, 0, 0, None) == Some(b.len())

@@ -1,6 +1,5 @@
-use crate::tagging::{
-    point_index, py_g, Cfg, ConvTags, EventTag, Tagger, EXECUTION, POINTS, TERMINATION,
-};
+use crate::tagging::{point_index, py_g, Cfg, ConvTags, EventTag, Tagger, POINTS};
+use crate::vocab::failure_point::{EXECUTION, TERMINATION};
 
 fn tagger(max_calls: u64, max_ms: f64) -> Tagger {
     Tagger::new(Cfg {

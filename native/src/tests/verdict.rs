@@ -1,6 +1,8 @@
 use serde_json::{json, Value};
 
-use crate::verdict::{self, classify_result, cut, input_rejection, EMPTY, ERROR, OK};
+use crate::verdict::{classify_result, cut, input_rejection};
+use crate::vocab::outcome::{EMPTY, ERROR, OK};
+use crate::vocab::REJECTION_CHARS;
 
 fn outcome(content: Value, is_error: Option<bool>) -> (&'static str, String) {
     let v = classify_result(&content, is_error);
@@ -61,10 +63,7 @@ fn input_rejection_reads_refusals_and_the_invalid_params_code() {
     assert_eq!(rej(json!("all good")), None);
     assert_eq!(rej(json!({"status": "error", "message": "bad"})), None);
     // Only the first REJECTION_CHARS characters are read.
-    let late = format!(
-        "{}Error: invalid arguments",
-        " ".repeat(verdict::REJECTION_CHARS)
-    );
+    let late = format!("{}Error: invalid arguments", " ".repeat(REJECTION_CHARS));
     assert_eq!(rej(json!(late)), None);
 }
 
