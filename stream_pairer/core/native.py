@@ -61,7 +61,14 @@ from stream_pairer.core.pipeline import (
     observe_read,
     start_requests,
 )
-from stream_pairer.core.vocab import HELD_BYTES_PER_EVENT, HELD_BYTES_PER_INPUT_BYTE, Record
+from stream_pairer.core.vocab import (
+    HELD_BYTES_PER_EVENT,
+    HELD_BYTES_PER_INPUT_BYTE,
+    DeadLetterReason,
+    OrphanReason,
+    Record,
+    RecordKind,
+)
 from stream_pairer.errors import NativeUnavailable
 
 if TYPE_CHECKING:
@@ -186,7 +193,12 @@ class NativePipeline:
         return data
 
     def reject(
-        self, head: bytes, size: int, source: Source, reason: str = "too_large", detail: str | None = None
+        self,
+        head: bytes,
+        size: int,
+        source: Source,
+        reason: str = DeadLetterReason.TOO_LARGE.value,
+        detail: str | None = None,
     ) -> list[Any]:
         """`Pipeline.reject`: a record the reader refused without reading it whole."""
         self._extra_records += 1
@@ -307,7 +319,7 @@ class NativePipeline:
         out: list[Any] = self.core.advance(now_ms)
         return out
 
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Any]:
+    def flush(self, reason: str = OrphanReason.SHUTDOWN.value, result_reason: str | None = None) -> list[Any]:
         out: list[Any] = self.core.flush(reason, result_reason)
         return out
 
@@ -383,7 +395,7 @@ class NativePipeline:
         s.failures.update(self.core.failures)
         for label, n in self.core.outputs.items():
             kind, _, rest = label.partition(":")
-            if kind == "pair":
+            if kind == RecordKind.PAIR:
                 s.pairs[rest] += n
             else:
                 s.orphans[(kind, rest)] += n
