@@ -82,6 +82,9 @@ def render(doc: dict[str, Any]) -> str:
                 out += _comment(m["doc"], "    ")
             out.append(f'    {m["name"]} = "{m["value"]}"')
         out.append("")
+        if "literal" in s:  # the same set as a type, for annotations that take the plain strings
+            values = ", ".join(f'"{m["value"]}"' for m in s["members"])
+            out += ["", f"{s['literal']}: TypeAlias = Literal[{values}]", ""]
     out.append("")
     for c in doc["constants"]:
         out += _comment(c["doc"], "")

@@ -20,7 +20,7 @@ The output records' shapes are TypedDicts at the end of this module (the contrac
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Final, TypedDict
+from typing import Any, Final, Literal, TypeAlias, TypedDict
 
 # ---- generated from vocab.json by scripts/gen_vocab.py (edit vocab.json, then run it) ----
 
@@ -39,6 +39,9 @@ class EventType(StrEnum):
 
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
+
+
+EventTypeName: TypeAlias = Literal["tool_call", "tool_result"]
 
 
 class Match(StrEnum):

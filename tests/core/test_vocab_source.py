@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -50,6 +50,7 @@ def test_python_sets_and_constants_equal_the_definition() -> None:
     for name, values in SETS.items():
         members: type[StrEnum] = getattr(vocab, name)
         assert [m.value for m in members] == values, name
+    assert list(get_args(vocab.EventTypeName)) == SETS["EventType"]
     for name, value in CONSTANTS.items():
         got = getattr(vocab, name)
         assert (
