@@ -48,7 +48,7 @@ class Core:
         conversation_fields: list[str],
         max_record_bytes: int,
         held_cost: tuple[float, int],
-        max_id_bytes: int = 1024,
+        max_id_bytes: int = ...,
         raw_sides: tuple[bool, bool] = (True, True),
     ) -> None: ...
     def feed(
@@ -91,7 +91,7 @@ class Core:
         count: bool = True,
     ) -> list[Output]: ...
     def advance(self, now_ms: float) -> list[Output]: ...
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Output]: ...
+    def flush(self, reason: str = ..., result_reason: str | None = None) -> list[Output]: ...
     def set_tagging(
         self,
         *,

@@ -74,7 +74,8 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
         max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
-        conversation_fields, max_record_bytes, held_cost, max_id_bytes=1024, raw_sides=(true, true)))]
+        conversation_fields, max_record_bytes, held_cost, max_id_bytes=vocab::DEFAULT_MAX_ID_BYTES,
+        raw_sides=(true, true)))]
     fn new(
         call_timeout_ms: f64,
         result_grace_ms: f64,

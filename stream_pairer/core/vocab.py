@@ -158,6 +158,11 @@ TS_FIELDS: Final = ("ts", "timestamp", "created_at", "created", "createTime")
 # 10000-01-01T00:00:00Z in epoch ms: the first instant an ISO-8601 timestamp cannot render (what format_ts
 # can still render is below it).
 MAX_TS_MS: Final = 253402300800000.0
+# Default of --max-id-bytes (FormatConfig.max_id_bytes). Conversation ids, call ids and tool names outlive
+# their events (idle conversations, closed ids, tagging counters) outside the held-bytes estimate: 600
+# conversations with 500 KB ids took 330 MB. Past this length a record is dead-lettered (too_large), so id
+# memory is bounded by the id limits x this.
+DEFAULT_MAX_ID_BYTES: Final = 1024
 # The idle-conversation sweep runs when processing time moved at least this much since the last one:
 # running it on every event cost ~3 % of the engine loop, and a TTL is minutes, not milliseconds.
 IDLE_SWEEP_EVERY_MS: Final = 1000.0

@@ -15,7 +15,7 @@ from typing import Any, Final
 import orjson
 
 from stream_pairer.core.model import CALL, RESULT, EventType, FormatError
-from stream_pairer.core.vocab import MAX_DEPTH, MAX_TS_MS, TS_FIELDS
+from stream_pairer.core.vocab import DEFAULT_MAX_ID_BYTES, MAX_DEPTH, MAX_TS_MS, TS_FIELDS
 
 # One event as a parser sees it, before the record-level fields (conversation id, ts, source,
 # block, size) are known: (type, id, name, payload, is_error, raw block, format name).
@@ -92,11 +92,8 @@ class FormatConfig:
         "metadata.conversation_id",
     )
     max_record_bytes: int = 1_048_576
-    # Conversation ids, call ids and tool names outlive their events (idle conversations, closed
-    # ids, tagging counters) outside the held-bytes estimate: 600 conversations with 500 KB ids
-    # took 330 MB. Past this length a record is dead-lettered (too_large), so id memory is bounded
-    # by the id limits x this.
-    max_id_bytes: int = 1024
+    # Past this length a record is dead-lettered (too_large): why, in core/vocab.json.
+    max_id_bytes: int = DEFAULT_MAX_ID_BYTES
     # Ids remembered per conversation to count re-sent history once (wire logs, OTel spans; see
     # core/dedup.py): past it the oldest is forgotten, and a later copy of it becomes an orphan.
     max_history_ids: int = 10_000
