@@ -1,9 +1,16 @@
 //! The pairing engine: a line-by-line port of stream_pairer/core/engine.py + state.py.
 //!
-//! The Python engine is the executable specification (tests/test_native_differential.py compares
+//! The Python engine is the executable specification (tests/core/test_native_differential.py compares
 //! the output bytes of both); the docstrings there explain the rules, the comments here only say
 //! where the Rust data structures differ from the Python ones. Events arrive as pre-encoded JSON
 //! fragments (`Event::side`), so an output record is a concatenation of bytes.
+//!
+//! Split by responsibility, each child module an `impl Engine` block over this module's state:
+//! `held` (the state's data types), `rules` (what an arriving call or result does), `state`
+//! (holding and releasing, the conversation LRU, the closed-id memory, the bounds and both kinds
+//! of timers), `emit` (the output records and their counters), `changes` (checkpoint deltas) and
+//! `memory` (container sizes for the benchmarks). This module keeps the configuration, the engine
+//! itself and its entry points. The children depend on `held` and `emit`, never on each other.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
