@@ -8,6 +8,7 @@ Rust module states a value of its own."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import re
@@ -121,3 +122,34 @@ def test_rust_sources_name_the_vocabulary_instead_of_spelling_it() -> None:
             code = _NOT_VOCABULARY.sub("", line.split("//")[0])
             found += [f"{path.name}:{n}: {s}" for s in re.findall(r'(?<![\w\\])"(\w+)"', code) if s in values]
     assert found == []
+
+
+def _string_collections(tree: ast.AST) -> Iterator[tuple[int, set[str]]]:
+    """(line, values) of every tuple, list, set or `Literal[...]` written as two or more strings."""
+    for node in ast.walk(tree):
+        elts: list[ast.expr] = []
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            elts = node.elts
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "Literal":
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        strings = [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if len(strings) >= 2 and len(strings) == len(elts):
+            yield node.lineno, set(strings)
+
+
+def test_no_python_module_copies_a_vocabulary_set() -> None:
+    """A whole set spelled out again (a `Literal[...]`, a tuple of reasons) is a copy that can drift:
+    modules name the generated enum or its `Literal` alias instead."""
+    sets = [set(v) for v in SETS.values()]
+    copies = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "core" / "vocab.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        copies += [
+            f"{path.relative_to(PACKAGE)}:{n}" for n, values in _string_collections(tree) if values in sets
+        ]
+    assert copies == []
+    # the scan sees the copy this test exists for
+    found = list(_string_collections(ast.parse('T = Literal["tool_call", "tool_result"]')))
+    assert (1, {"tool_call", "tool_result"}) in found and found[0][1] in sets

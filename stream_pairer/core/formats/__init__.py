@@ -63,6 +63,7 @@ from stream_pairer.core.formats.common import (
     wrong_type,
 )
 from stream_pairer.core.model import CALL, RESULT, EventType, FormatError, Source, ToolEvent
+from stream_pairer.core.vocab import Format
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -73,26 +74,12 @@ __all__ = [
     "parse_record",
 ]
 
-# Every value `ToolEvent.format` can take.
-FORMATS: Final = (
-    "canonical",
-    "anthropic",
-    "claude_code",
-    "openai_chat",
-    "openai_legacy",
-    "openai_responses",
-    "bedrock",
-    "gemini",
-    "mcp",
-    "codex",
-    "gemini_cli",
-    "wire",
-    "otel",
-)
+# Every value `ToolEvent.format` can take: the vocabulary's Format set, as plain strings.
+FORMATS: Final = tuple(f.value for f in Format)
 # Formats whose records re-send history (every HTTP request repeats the conversation so far; every
 # chat span repeats its input messages): their events are counted once per id by the pipeline's
 # `HistoryDedup`, a repeated copy is not a new event.
-RESENT_FORMATS: Final = frozenset({"wire", "otel"})
+RESENT_FORMATS: Final = frozenset({Format.WIRE.value, Format.OTEL.value})
 
 # Claude Code session lines (and `claude -p --output-format stream-json` lines) that are not
 # conversation turns: they are known, and carry no tool event.
