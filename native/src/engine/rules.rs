@@ -1,6 +1,8 @@
 //! The pairing rules: what a call and a result do on arrival (pair by id, by position, hold, or emit
 //! an orphan with its reason). engine.py's `_on_call` / `_on_result`, rule for rule.
 
+use std::collections::BTreeSet;
+
 use super::emit::Out;
 use super::held::{Closed, Held};
 use super::Engine;
@@ -117,49 +119,39 @@ impl Engine {
         conv: usize,
         name: Option<&str>,
     ) -> Option<(u64, &'static str)> {
-        let c = self.conv(conv);
-        let first = *c.early.iter().next()?;
-        let Some(name) = name else {
-            return Some((first, ORDER));
-        };
-        let mut unnamed = None;
-        for seq in &c.early {
-            match self
-                .held
-                .get(seq)
-                .expect("early result is held")
-                .ev
-                .name
-                .as_deref()
-            {
-                Some(n) if n == name => return Some((*seq, NAME)),
-                None if unnamed.is_none() => unnamed = Some(*seq),
-                _ => {}
-            }
-        }
-        unnamed.map(|s| (s, ORDER))
+        self.oldest_by_name(&self.conv(conv).early, name)
     }
 
+    /// The open call an id-less result takes.
     pub(super) fn fifo_candidate(
         &self,
         conv: usize,
         name: Option<&str>,
     ) -> Option<(u64, &'static str)> {
-        let c = self.conv(conv);
-        let first = *c.open_calls.iter().next()?;
+        self.oldest_by_name(&self.conv(conv).open_calls, name)
+    }
+
+    /// Of `held` (seqs, oldest first), the oldest with this tool name, else the oldest without a
+    /// name (`name`), or the oldest of all when the event itself has no name (`order`).
+    fn oldest_by_name(
+        &self,
+        held: &BTreeSet<u64>,
+        name: Option<&str>,
+    ) -> Option<(u64, &'static str)> {
+        let first = *held.iter().next()?;
         let Some(name) = name else {
             return Some((first, ORDER));
         };
         let mut unnamed = None;
-        for seq in &c.open_calls {
-            let call_name = self
+        for seq in held {
+            let held_name = self
                 .held
                 .get(seq)
-                .expect("open call is held")
+                .expect("a candidate is held")
                 .ev
                 .name
                 .as_deref();
-            match call_name {
+            match held_name {
                 Some(n) if n == name => return Some((*seq, NAME)),
                 None if unnamed.is_none() => unnamed = Some(*seq),
                 _ => {}
