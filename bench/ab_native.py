@@ -59,7 +59,7 @@ def main() -> int:
         for _ in range(args.repeat):
             for name, build, variant in rows:
                 if build is not None:
-                    native._native = builds[build]
+                    native._Core = builds[build].Core
                 step = nb.VARIANTS[variant](k, 1.0)
                 nb.run(step, ds.warmup, 0)
                 gc.collect()

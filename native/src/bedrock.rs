@@ -5,8 +5,7 @@
 //! no `type`, which is how they are told from Anthropic blocks in the same position. A content
 //! array mixing both kinds, or a value Python would refuse, returns Err (read by Python).
 
-use crate::canonical::{as_id, as_name, get, scalar, Part};
-use crate::envelope::{field, present};
+use crate::fields::{as_id, as_name, field, get, present, scalar, Part};
 use crate::scan::{self, Member};
 
 /// What messages.rs's Anthropic reader returns on a block without a string `type`: the content

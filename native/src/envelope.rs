@@ -6,34 +6,9 @@
 //! other members (`request`, OTLP exports, gemini-cli headers, Responses `output` arrays, Chat
 //! Completions `choices`) return Err and are read by Python.
 
-use crate::canonical::{get, FormatCfg, Part};
-use crate::engine::Event;
-use crate::scan::{self, Member};
-
-/// A member whose value is not null (Python's `d.get(k) is not None`).
-pub fn present<'a>(m: &'a [Member<'a>], b: &[u8], key: &[u8]) -> Option<&'a Member<'a>> {
-    get(m, key).filter(|x| b[x.start] != b'n')
-}
-
-/// `d.get(k)` as JSON bytes (absent: null).
-pub fn field<'a>(b: &'a [u8], m: &[Member], key: &[u8]) -> &'a [u8] {
-    get(m, key).map_or(b"null", |x| &b[x.start..x.end])
-}
-
-/// `{"message": {...}}` of a Bedrock Converse response's `output` (`_message(output.message)`);
-/// any other `output` (a Responses item array, an object without `message`) goes to Python.
-pub fn output<'a>(b: &'a [u8], o: &Member) -> Result<Vec<Part<'a>>, &'static str> {
-    if b[o.start] != b'{' {
-        return Err("other_format");
-    }
-    let om = scan::members(b, o.start).ok_or("not_canonical")?;
-    let m = get(&om, b"message").ok_or("other_format")?;
-    if b[m.start] != b'{' {
-        return Err("field_type");
-    }
-    let mm = scan::members(b, m.start).ok_or("not_canonical")?;
-    crate::messages::message(b, &mm, m, b"anthropic")
-}
+use crate::event::Event;
+use crate::fields::{get, present, FormatCfg};
+use crate::scan::Member;
 
 /// A top-level record without a `message` object (see the module comment).
 pub fn parse(
@@ -64,7 +39,7 @@ pub fn parse(
     let parts = if has(b"jsonrpc") {
         crate::mcp::parse(raw, top, (start, end))?
     } else if let Some(o) = present(top, raw, b"output") {
-        output(raw, o)?
+        crate::messages::output(raw, o)?
     } else if present(top, raw, b"choices").is_some() {
         return Err("other_format");
     } else if let Some(c) = present(top, raw, b"candidates") {

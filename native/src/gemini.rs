@@ -5,8 +5,7 @@
 //! and the Python SDK's snake_case spellings, ids optional (id-less results pair FIFO by name).
 //! A value Python would refuse (a dead letter) returns Err, so Python words the dead letter.
 
-use crate::canonical::{as_id, as_name, get, scalar, Part};
-use crate::envelope::{field, present};
+use crate::fields::{as_id, as_name, field, get, present, scalar, Part};
 use crate::scan::{self, Member};
 
 /// `gemini.parts(content)`: the tool events of a content object's `parts` (absent/null: none).

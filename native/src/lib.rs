@@ -9,23 +9,34 @@ mod bedrock;
 mod canonical;
 mod engine;
 mod envelope;
+mod event;
+mod fields;
 mod gemini;
 mod mcp;
 mod messages;
 mod out;
 mod pairid;
+mod probes;
+mod pyout;
 mod pytag;
 mod scan;
 mod tagging;
+#[cfg(test)]
+mod tests;
+mod text;
 mod verdict;
+mod vocab;
 
 use indexmap::IndexMap;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use canonical::FormatCfg;
-use engine::{Config, Engine, Event, Out};
+use pyout::{consumed_offset, counter};
+
+use engine::{Config, Engine, Out};
+use event::Event;
+use fields::FormatCfg;
 
 #[pyclass(unsendable, module = "stream_pairer._native")]
 struct Core {
@@ -57,149 +68,14 @@ struct Core {
     info_dirty: bool,
 }
 
-/// The offset a record was consumed at: `source["via"]["offset"]` under --repartition, else
-/// `source["offset"]` (None for sources without one: file lines).
-fn consumed_offset(source: &Bound<'_, PyAny>) -> Option<i64> {
-    let d = source.downcast::<PyDict>().ok()?;
-    let at = match d.get_item("via").ok().flatten() {
-        Some(via) if !via.is_none() => via.downcast_into::<PyDict>().ok()?,
-        _ => d.clone(),
-    };
-    at.get_item("offset").ok().flatten()?.extract::<i64>().ok()
-}
-
-fn to_list<'py>(py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(
-        py,
-        out.records()
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|r| PyBytes::new(py, r)),
-    )
-}
-
-fn counter<'py, K: AsRef<str>, S>(
-    py: Python<'py>,
-    m: &IndexMap<K, u64, S>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (k, v) in m {
-        d.set_item(k.as_ref(), *v)?;
-    }
-    Ok(d)
-}
-
-impl Core {
-    /// The outputs of one entry point for Python: bytes, or routed tuples (see `meta_cls`).
-    fn emit<'py>(&self, py: Python<'py>, out: &Out) -> PyResult<Bound<'py, PyList>> {
-        let Some(cls) = &self.meta_cls else {
-            return to_list(py, out);
-        };
-        let cls = cls.bind(py);
-        let mut items = Vec::with_capacity(out.ends.len());
-        for (rec, m) in out.records().zip(out.metas.iter()) {
-            let meta = cls.call1((
-                m.kind,
-                m.label.as_str(),
-                m.fifo_by.as_deref(),
-                m.tool.as_deref(),
-                m.outcome.as_deref(),
-                m.failure.as_deref(),
-                m.latency_ms,
-            ))?;
-            items.push(PyTuple::new(
-                py,
-                [
-                    PyBytes::new(py, rec).into_any(),
-                    PyString::new(py, m.kind).into_any(),
-                    PyString::new(py, &m.conversation_id).into_any(),
-                    meta,
-                ],
-            )?);
-        }
-        PyList::new(py, items)
-    }
-
-    /// Tells the observer of the evictions logged since the last call, in order.
-    fn report_evictions(&mut self, py: Python<'_>) -> PyResult<()> {
-        if self.engine.evict_log.is_empty() {
-            return Ok(());
-        }
-        let log = std::mem::take(&mut self.engine.evict_log);
-        if let Some(f) = &self.on_evict {
-            for (n, limit) in log {
-                f.bind(py).call1((n, limit))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The source dict as orjson encodes it: written here for the usual lineage dicts (string
-    /// keys, string or integer values), by orjson.dumps for anything else.
-    fn encode_source(&self, source: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-        if let Ok(d) = source.downcast_exact::<PyDict>() {
-            let mut v = Vec::with_capacity(64);
-            v.push(b'{');
-            let mut plain = true;
-            for (i, (k, val)) in d.iter().enumerate() {
-                let Ok(k) = k.downcast_exact::<PyString>() else {
-                    plain = false;
-                    break;
-                };
-                if i > 0 {
-                    v.push(b',');
-                }
-                out::write_str(&mut v, k.to_str()?);
-                v.push(b':');
-                if let Ok(s) = val.downcast_exact::<PyString>() {
-                    out::write_str(&mut v, s.to_str()?);
-                } else if let (true, Ok(n)) =
-                    (val.is_exact_instance_of::<PyInt>(), val.extract::<i64>())
-                {
-                    v.extend_from_slice(n.to_string().as_bytes());
-                } else {
-                    plain = false;
-                    break;
-                }
-            }
-            if plain {
-                v.push(b'}');
-                return Ok(v);
-            }
-        }
-        let py = source.py();
-        let encoded = self.dumps.bind(py).call1((source,))?;
-        Ok(encoded.downcast::<PyBytes>()?.as_bytes().to_vec())
-    }
-
-    fn keeps_raw(&self, is_call: bool) -> bool {
-        if is_call {
-            self.raw_sides.0
-        } else {
-            self.raw_sides.1
-        }
-    }
-
-    fn count_event(&mut self, is_call: bool, format: &str) {
-        *self
-            .events
-            .entry(if is_call { "tool_call" } else { "tool_result" })
-            .or_insert(0) += 1;
-        if let Some(n) = self.events_by_format.get_mut(format) {
-            *n += 1;
-        } else {
-            self.events_by_format.insert(format.to_owned(), 1);
-        }
-    }
-}
-
 #[pymethods]
 impl Core {
     #[new]
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, call_timeout_ms, result_grace_ms, conversation_ttl_ms, max_conversations,
         max_calls_per_conversation, max_held_bytes, max_closed_ids_per_conversation, max_closed_ids,
-        conversation_fields, max_record_bytes, held_cost, max_id_bytes=1024, raw_sides=(true, true)))]
+        conversation_fields, max_record_bytes, held_cost, max_id_bytes=vocab::DEFAULT_MAX_ID_BYTES,
+        raw_sides=(true, true)))]
     fn new(
         call_timeout_ms: f64,
         result_grace_ms: f64,
@@ -496,7 +372,7 @@ impl Core {
         count: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut side = Vec::with_capacity(payload.len() + raw.len() + source.len() + 160);
-        canonical::side_prefix(
+        fields::side_prefix(
             &mut side,
             id.as_deref(),
             name.as_deref(),
@@ -562,7 +438,7 @@ impl Core {
         list
     }
 
-    #[pyo3(signature = (reason="shutdown", result_reason=None))]
+    #[pyo3(signature = (reason=vocab::orphan_reason::SHUTDOWN, result_reason=None))]
     fn flush<'py>(
         &mut self,
         py: Python<'py>,
@@ -644,27 +520,7 @@ impl Core {
     /// per-conversation ones summed (engine_memory.rs), and the reused output buffers: for the
     /// memory benchmarks, to tell a container that keeps capacity it no longer needs from a bound.
     fn memory(&self) -> Vec<(&'static str, usize, usize, usize)> {
-        let mut v: Vec<_> = self
-            .engine
-            .memory()
-            .into_iter()
-            .map(|u| (u.name, u.len, u.capacity, u.bytes))
-            .collect();
-        let o = &self.out;
-        v.push(("out.buf", o.buf.len(), o.buf.capacity(), o.buf.capacity()));
-        v.push((
-            "out.ends",
-            o.ends.len(),
-            o.ends.capacity(),
-            o.ends.capacity() * 8,
-        ));
-        v.push((
-            "out.metas",
-            o.metas.len(),
-            o.metas.capacity(),
-            o.metas.capacity() * std::mem::size_of::<engine::Meta>(),
-        ));
-        v
+        self.memory_rows()
     }
 
     fn discard(&mut self) -> usize {
@@ -731,64 +587,9 @@ impl Core {
     }
 }
 
-/// A float as orjson writes it (exposed for the tests that pin the encoder to orjson).
-#[pyfunction]
-fn dumps_float<'py>(py: Python<'py>, x: f64) -> Bound<'py, PyBytes> {
-    let mut v = Vec::new();
-    out::write_f64(&mut v, x);
-    PyBytes::new(py, &v)
-}
-
-/// Whether `raw` is one JSON value exactly as orjson would re-encode it (tests).
-#[pyfunction]
-fn is_canonical(raw: &[u8]) -> bool {
-    std::str::from_utf8(raw).is_ok() && scan::value(raw, 0, 0, None) == Some(raw.len())
-}
-
-/// A string as orjson writes it (tests).
-#[pyfunction]
-fn dumps_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyBytes> {
-    let mut v = Vec::new();
-    out::write_str(&mut v, s);
-    PyBytes::new(py, &v)
-}
-
-/// `tagging.classify_result` of a JSON payload, as (outcome, why, text, code) (tests).
-#[pyfunction]
-#[pyo3(signature = (content, is_error=None))]
-fn classify_result(
-    content: &[u8],
-    is_error: Option<bool>,
-) -> PyResult<(&'static str, String, Option<String>, Option<String>)> {
-    let value: serde_json::Value = serde_json::from_slice(content)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let v = verdict::classify_result(&value, is_error);
-    Ok((
-        v.outcome,
-        v.why.into_owned(),
-        v.text.map(|t| t.into_owned()),
-        v.code,
-    ))
-}
-
-/// `tagging.input_rejection` of a text result (tests: the rejection patterns against Python's).
-#[pyfunction]
-fn input_rejection(text: String) -> Option<String> {
-    verdict::input_rejection(&verdict::Verdict {
-        outcome: verdict::OK,
-        why: std::borrow::Cow::Borrowed(""),
-        text: Some(std::borrow::Cow::Owned(text)),
-        code: None,
-    })
-}
-
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
-    m.add_function(wrap_pyfunction!(dumps_float, m)?)?;
-    m.add_function(wrap_pyfunction!(dumps_str, m)?)?;
-    m.add_function(wrap_pyfunction!(is_canonical, m)?)?;
-    m.add_function(wrap_pyfunction!(classify_result, m)?)?;
-    m.add_function(wrap_pyfunction!(input_rejection, m)?)?;
+    probes::register(m)?;
     Ok(())
 }

@@ -5,8 +5,7 @@
 //! caller hands the record to Python (which counts it as skipped); a shape Python refuses
 //! returns Err.
 
-use crate::canonical::{as_id, as_name, get, scalar, Part};
-use crate::envelope::{field, present};
+use crate::fields::{as_id, as_name, field, get, present, scalar, Part};
 use crate::scan::{self, Member};
 
 /// `mcp.parse(m)`; `msg` is the message's byte range (every event's block is the whole message).

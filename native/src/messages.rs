@@ -9,9 +9,10 @@
 
 use std::borrow::Cow;
 
-use crate::canonical::{as_id, as_name, conversation_id, get, record_ts, scalar, FormatCfg, Part};
-use crate::engine::Event;
-use crate::envelope::{field, present};
+use crate::event::Event;
+use crate::fields::{
+    as_id, as_name, conversation_id, field, get, present, record_ts, scalar, FormatCfg, Part,
+};
 use crate::scan::{self, Member};
 
 fn is_obj(b: &[u8], x: &Member) -> bool {
@@ -77,8 +78,9 @@ pub fn parse(
     key: Option<&str>,
     cfg: &FormatCfg,
 ) -> Result<Vec<Event>, &'static str> {
+    // canonical.rs calls envelope.rs for a record that is not wrapped: never reached with one.
     let Some(msg) = get(top, b"message").filter(|x| is_obj(raw, x)) else {
-        return crate::envelope::parse(raw, top, source, key, cfg); // not wrapped
+        return Err("other_format");
     };
     let mm = scan::members(raw, msg.start).ok_or("not_canonical")?;
     let parts = match get(top, b"type").map(|t| &raw[t.start..t.end]) {
@@ -145,7 +147,7 @@ fn dispatch_inner<'a>(
         return crate::mcp::parse(b, mm, (msg.start, msg.end));
     }
     if let Some(o) = present(mm, b, b"output") {
-        return crate::envelope::output(b, o);
+        return output(b, o);
     }
     if present(mm, b, b"choices").is_some() {
         return Err("other_format");
@@ -154,6 +156,21 @@ fn dispatch_inner<'a>(
         return crate::gemini::candidates(b, c);
     }
     message(b, mm, msg, b"anthropic")
+}
+
+/// `{"message": {...}}` of a Bedrock Converse response's `output` (`_message(output.message)`);
+/// any other `output` (a Responses item array, an object without `message`) goes to Python.
+pub fn output<'a>(b: &'a [u8], o: &Member) -> Result<Vec<Part<'a>>, &'static str> {
+    if b[o.start] != b'{' {
+        return Err("other_format");
+    }
+    let om = scan::members(b, o.start).ok_or("not_canonical")?;
+    let m = get(&om, b"message").ok_or("other_format")?;
+    if b[m.start] != b'{' {
+        return Err("field_type");
+    }
+    let mm = scan::members(b, m.start).ok_or("not_canonical")?;
+    message(b, &mm, m, b"anthropic")
 }
 
 /// `_message`: Gemini parts, tool_calls, role tool, or Anthropic / Bedrock content blocks.

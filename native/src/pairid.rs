@@ -3,7 +3,7 @@
 use blake2::digest::{Update, VariableOutput};
 use blake2::Blake2bVar;
 
-use crate::engine::Event;
+use crate::event::Event;
 use crate::scan;
 
 pub fn pair_id(conversation_id: &str, call: &Event) -> String {

@@ -10,17 +10,15 @@ use std::hash::{BuildHasher, Hasher};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::canonical::get;
-use crate::canonical::py_strip;
-use crate::engine::Event;
+use crate::event::Event;
+use crate::fields::get;
 use crate::scan;
-use crate::tagging::{
-    point_index, EventTag, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION,
-};
-use crate::verdict::{
-    classify_result, classify_text, cut, first_line, input_rejection, Verdict, EMPTY, ERROR, OK,
-    REJECTION_CHARS,
-};
+use crate::tagging::{point_index, EventTag};
+use crate::text::py_strip;
+use crate::verdict::{classify_result, classify_text, cut, first_line, input_rejection, Verdict};
+use crate::vocab::failure_point::{ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION};
+use crate::vocab::outcome::{EMPTY, ERROR, OK};
+use crate::vocab::{FREEFORM_CALL_TYPES, REJECTION_CHARS};
 
 /// The Python side of tagging: `decode_arguments(text) -> (bytes | None, str | None)` and, when
 /// schemas are configured, `schema_check(name, args_json | None) -> list[(point, detail)]`.
@@ -39,8 +37,6 @@ pub struct TagHooks {
 
 /// See `TagHooks::hasher`.
 pub type HashState = foldhash::quality::RandomState;
-
-const FREEFORM_CALL_TYPES: [&[u8]; 2] = [b"\"custom\"", b"\"custom_tool_call\""];
 
 /// Sets `ev.tag`. The side is canonical JSON (the engine writes it, or it was checked when read).
 /// `raw` is the event's raw block when the side may not carry it (`--raw call|omit`): a custom
@@ -252,7 +248,15 @@ fn freeform(side: &[u8], raw: Option<usize>) -> bool {
         return false;
     };
     scan::members(side, raw).is_some_and(|rm| {
-        get(&rm, b"type").is_some_and(|t| FREEFORM_CALL_TYPES.contains(&&side[t.start..t.end]))
+        get(&rm, b"type").is_some_and(|t| {
+            // A JSON string (quotes included) equal to one of the types: no escapes to decode.
+            let ty = &side[t.start..t.end];
+            ty.len() >= 2
+                && ty[0] == b'"'
+                && FREEFORM_CALL_TYPES
+                    .iter()
+                    .any(|f| f.as_bytes() == &ty[1..ty.len() - 1])
+        })
     })
 }
 

@@ -8,8 +8,8 @@
 
 use crate::out::write_f64;
 
-/// Deepest nesting the format layer keeps in a block (stream_pairer/core/formats/common.py MAX_DEPTH).
-pub const MAX_DEPTH: u32 = 200;
+/// Deepest nesting the format layer keeps in a block (the vocabulary's MAX_DEPTH).
+use crate::vocab::MAX_DEPTH;
 
 /// One member of an object: the key's raw bytes (between the quotes) and the value's byte range.
 pub struct Member<'a> {

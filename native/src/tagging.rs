@@ -13,22 +13,12 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::out::{write_opt_str, write_str};
 use crate::verdict::cut;
+use crate::vocab::failure_point::{EXECUTION, TERMINATION};
+use crate::vocab::loop_cap::{CALLS, TIME};
+use crate::vocab::MAX_PENDING_REQUESTS;
 
-pub const TOOL_SELECTION: &str = "tool_selection";
-pub const ARGUMENT_CONSTRUCTION: &str = "argument_construction";
-pub const EXECUTION: &str = "execution";
-pub const RESULT_INTERPRETATION: &str = "result_interpretation";
-pub const TERMINATION: &str = "termination";
-/// tagging.POINTS: the priority order of `failure`.
-pub const POINTS: [&str; 5] = [
-    TOOL_SELECTION,
-    ARGUMENT_CONSTRUCTION,
-    EXECUTION,
-    RESULT_INTERPRETATION,
-    TERMINATION,
-];
-/// tagging.MAX_PENDING_REQUESTS.
-const MAX_PENDING_REQUESTS: usize = 10_000;
+/// The failure points in priority order (the vocabulary's FailurePoint, in its order).
+pub use crate::vocab::failure_point::ALL as POINTS;
 
 pub fn point_index(p: &str) -> usize {
     POINTS.iter().position(|x| *x == p).unwrap_or(POINTS.len())
@@ -439,7 +429,7 @@ impl Tagger {
         let max_calls = self.cfg.max_calls;
         if max_calls > 0 && n > max_calls && !st.calls_crossed {
             st.calls_crossed = true;
-            bump(&mut self.crossings, "calls");
+            bump(&mut self.crossings, CALLS);
             detail.get_or_insert_with(|| {
                 format!("call {n} in this request, past the cap of {max_calls}")
             });
@@ -451,7 +441,7 @@ impl Tagger {
             let elapsed = t - first;
             if elapsed > max_ms {
                 st.time_crossed = true;
-                bump(&mut self.crossings, "time");
+                bump(&mut self.crossings, TIME);
                 detail.get_or_insert_with(|| {
                     format!(
                         "call at +{:.1} s after the start of this request, past the {} s cap",

@@ -11,30 +11,12 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::canonical::{py_space, py_strip};
-
-pub const OK: &str = "ok";
-pub const EMPTY: &str = "empty";
-pub const ERROR: &str = "error";
-
-const MAX_DETAIL: usize = 200;
-/// tagging.MAX_DECODE_CHARS: JSON text results longer than this (characters) are not decoded.
-const MAX_DECODE_CHARS: usize = 256 * 1024;
-/// tagging.MAX_UNWRAP: nesting of JSON-in-string / wrapper objects followed before giving up.
-const MAX_UNWRAP: u32 = 4;
-const TEXT_BLOCKS: [&str; 3] = ["text", "input_text", "output_text"];
-const OTHER_BLOCKS: [&str; 9] = [
-    "image",
-    "document",
-    "audio",
-    "resource",
-    "resource_link",
-    "search_result",
-    "input_image",
-    "input_file",
-    "file",
-];
-const BEDROCK_BLOCKS: [&str; 5] = ["text", "json", "image", "document", "video"];
+use crate::text::{py_space, py_strip};
+use crate::vocab::outcome::{EMPTY, ERROR, OK};
+use crate::vocab::{
+    BEDROCK_BLOCKS, JSONRPC_INVALID_PARAMS, MAX_DECODE_CHARS, MAX_DETAIL, MAX_UNWRAP, OTHER_BLOCKS,
+    REJECTION, REJECTION_CHARS, REJECTION_PREFIX, TEXT_BLOCKS,
+};
 
 /// `tagging.Verdict`. `code` is the JSON-RPC error code as Python prints it (an int, or a bool:
 /// `isinstance(True, int)` holds in Python, so a boolean `code` counts as one there too).
@@ -352,48 +334,41 @@ fn is_empty(value: &Value) -> bool {
 /// Python `re`'s `\s` in a str pattern is `str.isspace`: Unicode White_Space plus \x1c-\x1f.
 const S: &str = r"[\s\x1c-\x1f]";
 
-/// tagging._PREFIX, with `\s` spelled as Python reads it.
+/// A pattern of the vocabulary (Python `re` syntax) for the `regex` crate: case-insensitive (the
+/// Python side compiles it with `re.I`), anchored at the start as `re.match` anchors it, and `\s`
+/// spelled as Python reads it. The `regex` crate's leftmost-first semantics, `\b` and `\d` are
+/// Python's for these patterns (Unicode classes); tests/core/test_native_differential.py and the
+/// rejection tests compare both on the same texts.
+fn python_re(pattern: &str) -> Regex {
+    let body = pattern
+        .strip_prefix('^')
+        .unwrap_or(pattern)
+        .replace(r"\s", S);
+    Regex::new(&format!("(?i)^{body}")).expect("a vocabulary pattern compiles")
+}
+
+/// The vocabulary's REJECTION_PREFIX.
 fn prefix_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        let p = format!(
-            r"(?i)^{S}*(?:<tool_use_error>{S}*)?(?:(?:mcp{S}+)?error(?:{S}+-?\d+)?{S}*[:\-]{S}*)?"
-        );
-        Regex::new(&p).expect("the prefix pattern compiles")
-    })
+    RE.get_or_init(|| python_re(REJECTION_PREFIX))
 }
 
-/// tagging._REJECTION, anchored as `re.match` anchors it.
+/// The vocabulary's REJECTION.
 fn rejection_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        let p = format!(
-            concat!(
-                r"(?i)^(?:input{S}*validation{S}*error",
-                r"|invalid{S}+(?:arguments?|params|parameters?|input)\b",
-                r"|(?:the{S}+)?(?:input|arguments?|parameters?){S}+(?:(?:was|were|is|are){S}+)?",
-                r"(?:rejected|invalid|failed{S}+(?:schema{S}+)?validation)\b",
-                r"|입력(?:이|값이)?{S}*거부",
-                r"|(?:입력|인자|인수|매개변수)(?:이|가|값이)?{S}*(?:잘못|유효하지{S}*않)",
-                r"|잘못된{S}*(?:입력|인자|인수|매개변수))"
-            ),
-            S = S
-        );
-        Regex::new(&p).expect("the rejection pattern compiles")
-    })
+    RE.get_or_init(|| python_re(REJECTION))
 }
-
-/// How many characters of a result's text `input_rejection` reads (tagging.py: `text[:300]`).
-pub const REJECTION_CHARS: usize = 300;
 
 /// `input_rejection(v)`: `failure_detail` when the result is the tool refusing the input.
 pub fn input_rejection(r: &Verdict) -> Option<String> {
-    if r.code.as_deref() == Some("-32602") {
+    if r.code.as_deref().and_then(|c| c.parse::<i64>().ok()) == Some(JSONRPC_INVALID_PARAMS) {
         let said = match r.text.as_deref() {
             Some(t) if !t.is_empty() => format!(": {}", first_line(t)),
             _ => String::new(),
         };
-        return Some(cut(format!("input rejected (JSON-RPC -32602){said}")));
+        return Some(cut(format!(
+            "input rejected (JSON-RPC {JSONRPC_INVALID_PARAMS}){said}"
+        )));
     }
     let t = r.text.as_deref()?;
     let head = match t.char_indices().nth(REJECTION_CHARS) {

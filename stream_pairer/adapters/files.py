@@ -37,7 +37,7 @@ from typing import IO, Any, Final
 
 import orjson
 
-from stream_pairer.core.vocab import Record, RecordKind
+from stream_pairer.core.vocab import DeadLetterReason, Record, RecordKind
 from stream_pairer.errors import InputError, OutputRefused
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -64,7 +64,7 @@ class Oversize:
 
     size: int
     head: bytes
-    reason: str = "too_large"
+    reason: str = DeadLetterReason.TOO_LARGE.value
     detail: str | None = None
 
 
@@ -273,7 +273,7 @@ class FileRecords:
             detail = f"the document is not valid JSON after its {self._n} items read: {_reason(err)}"
             yield (
                 {"file": self.label, "line": self._n + 1, "item": "(rest of document)"},
-                Oversize(size, rest, "invalid_json", detail),
+                Oversize(size, rest, DeadLetterReason.INVALID_JSON.value, detail),
                 self._key(None),
             )
 

@@ -318,7 +318,7 @@ class Auditor:
             if call["id"] is None or call["id"] != result["id"]:
                 self._problem(
                     MISMATCHED,
-                    "pair",
+                    RecordKind.PAIR,
                     _at(found, where),
                     f"id-matched pair with call id {call['id']!r} and result id {result['id']!r}",
                 )
@@ -326,12 +326,12 @@ class Auditor:
             if result["id"] is not None:
                 self._problem(
                     MISMATCHED,
-                    "pair",
+                    RecordKind.PAIR,
                     _at(found, where),
                     f"FIFO pair for a result that has an id ({result['id']!r}): ids must pair by id",
                 )
         else:
-            self._problem(MALFORMED, "pair", where, f"unknown match {match!r}")
+            self._problem(MALFORMED, RecordKind.PAIR, where, f"unknown match {match!r}")
 
     def _side(
         self, side: dict[str, Any], want: int, conv: Any, what: str, where: str
@@ -481,8 +481,8 @@ def render(report: AuditReport, show: int = 20) -> str:
     lines = [
         f"inputs:  {i['records']:,} records ({i['unreadable']:,} unreadable, "
         f"{i['without_events']:,} without tool events); {i['calls']:,} calls, {i['results']:,} results",
-        f"outputs: {o['pair']:,} pairs, {o['orphan_call']:,} orphan calls, "
-        f"{o['orphan_result']:,} orphan results, {o['dead_letter']:,} dead letters",
+        f"outputs: {o[RecordKind.PAIR]:,} pairs, {o[RecordKind.ORPHAN_CALL]:,} orphan calls, "
+        f"{o[RecordKind.ORPHAN_RESULT]:,} orphan results, {o[RecordKind.DEAD_LETTER]:,} dead letters",
         "",
         f"{'problem':<12}{'calls':>10}{'results':>10}{'dead':>10}{'other':>10}{'total':>10}",
     ]

@@ -60,6 +60,9 @@ from stream_pairer.core.model import ToolEvent, format_ts
 from stream_pairer.core.state import Conversation, Held
 from stream_pairer.core.vocab import (
     DEFAULT_RAW_MODE,
+    HELD_BYTES_PER_EVENT,
+    HELD_BYTES_PER_INPUT_BYTE,
+    IDLE_SWEEP_EVERY_MS,
     EvictionLimit,
     FifoBy,
     Match,
@@ -92,12 +95,8 @@ SHUTDOWN: Final = OrphanReason.SHUTDOWN.value
 PAIRED: Final = "paired"
 PAIRED_FIFO: Final = "paired_fifo"
 
-# What one held event costs in memory, as a linear estimate of its input size: the held-bytes limit
-# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs.
-# Calibration and its figures: BENCHMARKS.md, "Figures behind constants in the code"; re-run
-# `python bench/memory_breakdown.py --conversations 20000` after changing what a held event keeps alive.
-HELD_BYTES_PER_INPUT_BYTE = 2.9
-HELD_BYTES_PER_EVENT = 1_860
+# HELD_BYTES_PER_INPUT_BYTE / HELD_BYTES_PER_EVENT (what one held event costs in memory) and
+# IDLE_SWEEP_EVERY_MS are the vocabulary's (core/vocab.json): defined there, with why.
 
 
 def held_cost(size: int) -> int:
@@ -105,10 +104,6 @@ def held_cost(size: int) -> int:
     size, so charging and releasing an event always move `held_bytes` by the same amount."""
     return int(size * HELD_BYTES_PER_INPUT_BYTE) + HELD_BYTES_PER_EVENT
 
-
-# The idle-conversation sweep runs when processing time moved at least this much since the last
-# one: running it on every event cost ~3 % of the engine loop, and a TTL is minutes, not milliseconds.
-IDLE_SWEEP_EVERY_MS = 1_000.0
 
 # A conversation's timer heap is rebuilt from what it holds when stale entries dominate it.
 _TIMERS_REBUILD_OVER = 32

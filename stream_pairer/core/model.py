@@ -23,17 +23,17 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from stream_pairer.core.vocab import EventType as _EventType
-from stream_pairer.core.vocab import RecordKind
+from stream_pairer.core.vocab import EventTypeName, RecordKind
 from stream_pairer.errors import FormatError
 
 __all__ = ["FormatError"]  # re-exported: the readers raise it from here
 
 CALL: Final = _EventType.TOOL_CALL.value
 RESULT: Final = _EventType.TOOL_RESULT.value
-EventType = Literal["tool_call", "tool_result"]
+EventType: TypeAlias = EventTypeName  # the vocabulary's EventType as a Literal type
 
 # Lineage of one input record. File: {"file": path, "line": n}. Kafka: {"topic", "partition", "offset"}.
 # Kept as a dict (not a class) because it is copied verbatim into every output record.

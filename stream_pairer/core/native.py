@@ -36,11 +36,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from stream_pairer.core import engine, tagging
+from stream_pairer.core import tagging
 from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
@@ -61,20 +61,33 @@ from stream_pairer.core.pipeline import (
     observe_read,
     start_requests,
 )
-from stream_pairer.core.vocab import Record
+from stream_pairer.core.vocab import (
+    HELD_BYTES_PER_EVENT,
+    HELD_BYTES_PER_INPUT_BYTE,
+    DeadLetterReason,
+    OrphanReason,
+    Record,
+    RecordKind,
+)
 from stream_pairer.errors import NativeUnavailable
+
+if TYPE_CHECKING:
+    from stream_pairer._native import Core
 
 __all__ = ["NativePipeline", "NativeUnavailable", "available", "supports"]
 
-try:  # the compiled core is optional: a source install without Rust has only the Python engine
-    from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
-except ImportError:  # pragma: no cover - exercised by the fallback test through `_native = None`
-    _native = None
+# The compiled core is optional: a source install without Rust has only the Python engine. Typed by
+# stream_pairer/_native.pyi; `_Core` is None where the extension does not import.
+_Core: type[Core] | None
+try:
+    from stream_pairer._native import Core as _Core
+except ImportError:  # pragma: no cover - exercised by the fallback test through `_Core = None`
+    _Core = None
 
 
 def available() -> bool:
     """Whether the compiled core was built and imports on this interpreter."""
-    return _native is not None
+    return _Core is not None
 
 
 def supports(tagger: Any) -> bool:
@@ -97,7 +110,7 @@ class NativePipeline:
         observer: PipelineObserver | None = None,
         routed: bool = False,
     ):
-        if _native is None:
+        if _Core is None:
             raise NativeUnavailable("stream_pairer._native is not built (see README, Compiled core)")
         if not supports(tagger):
             raise NativeUnavailable("the compiled core does not run this failure tagger yet")
@@ -106,7 +119,7 @@ class NativePipeline:
         cfg = config or EngineConfig()
         self.config = cfg
         self.format_config = format_config
-        self.core: Any = _native.Core(
+        self.core = _Core(
             call_timeout_ms=cfg.call_timeout_ms,
             result_grace_ms=cfg.result_grace_ms,
             conversation_ttl_ms=cfg.conversation_ttl_ms,
@@ -119,7 +132,7 @@ class NativePipeline:
             max_record_bytes=format_config.max_record_bytes,
             max_id_bytes=format_config.max_id_bytes,
             # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
-            held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
+            held_cost=(HELD_BYTES_PER_INPUT_BYTE, HELD_BYTES_PER_EVENT),
             # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
             raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
         )
@@ -182,7 +195,12 @@ class NativePipeline:
         return data
 
     def reject(
-        self, head: bytes, size: int, source: Source, reason: str = "too_large", detail: str | None = None
+        self,
+        head: bytes,
+        size: int,
+        source: Source,
+        reason: str = DeadLetterReason.TOO_LARGE.value,
+        detail: str | None = None,
     ) -> list[Any]:
         """`Pipeline.reject`: a record the reader refused without reading it whole."""
         self._extra_records += 1
@@ -312,7 +330,7 @@ class NativePipeline:
         out: list[Any] = self.core.advance(now_ms)
         return out
 
-    def flush(self, reason: str = "shutdown", result_reason: str | None = None) -> list[Any]:
+    def flush(self, reason: str = OrphanReason.SHUTDOWN.value, result_reason: str | None = None) -> list[Any]:
         out: list[Any] = self.core.flush(reason, result_reason)
         return out
 
@@ -335,21 +353,25 @@ class NativePipeline:
     def held_positions(self) -> list[tuple[int, int]]:
         """(consumed offset, block) of every held event, oldest first (routed pipelines only:
         the core keeps offsets when it routes)."""
-        held: list[tuple[int, int]] = self.core.held_positions()
-        return held
+        # The core's offsets are None only where nothing routes (file mode): never read there.
+        return cast("list[tuple[int, int]]", self.core.held_positions())
 
     def held_clock_positions(self) -> list[tuple[int, int, float]]:
-        clocks: list[tuple[int, int, float]] = self.core.held_clocks()
-        return clocks
+        return cast("list[tuple[int, int, float]]", self.core.held_clocks())
 
     def mark_clock_positions(self) -> list[tuple[int, int, float]]:
         """`held_clock_positions`, and the base `held_changes` counts from (a snapshot's)."""
-        clocks: list[tuple[int, int, float]] = self.core.mark_clocks()
-        return clocks
+        return cast("list[tuple[int, int, float]]", self.core.mark_clocks())
 
     def held_changes(self) -> HeldChanges:
         """The core's changes since the last mark (engine.py `held_changes`): O(changes)."""
-        return HeldChanges(*self.core.held_changes())
+        held, released, clocks, unclocked = self.core.held_changes()
+        return HeldChanges(
+            cast("list[tuple[int, int]]", held),
+            cast("list[tuple[int, int]]", released),
+            cast("list[tuple[int, int, float]]", clocks),
+            cast("list[tuple[int, int]]", unclocked),
+        )
 
     def end_restore(self) -> None:
         self.core.end_restore()
@@ -384,7 +406,7 @@ class NativePipeline:
         s.failures.update(self.core.failures)
         for label, n in self.core.outputs.items():
             kind, _, rest = label.partition(":")
-            if kind == "pair":
+            if kind == RecordKind.PAIR:
                 s.pairs[rest] += n
             else:
                 s.orphans[(kind, rest)] += n

@@ -15,7 +15,7 @@ from stream_pairer.core.dedup import HistoryDedup
 from stream_pairer.core.engine import Engine, Record
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import CALL, FormatError, Source, ToolEvent, dead_letter
-from stream_pairer.core.vocab import OrphanReason, RecordKind
+from stream_pairer.core.vocab import DeadLetterReason, OrphanReason, RecordKind
 
 _PAIR: Final = RecordKind.PAIR.value
 _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
@@ -328,7 +328,12 @@ class Pipeline:
         return out
 
     def reject(
-        self, head: bytes, size: int, source: Source, reason: str = "too_large", detail: str | None = None
+        self,
+        head: bytes,
+        size: int,
+        source: Source,
+        reason: str = DeadLetterReason.TOO_LARGE.value,
+        detail: str | None = None,
     ) -> list[Record]:
         """A record the reader refused without reading it whole (a line past the size limit: only
         its first bytes and its size are known) or could not cut out (a broken document)."""

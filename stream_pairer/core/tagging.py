@@ -21,7 +21,25 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from stream_pairer.core.model import ToolEvent
-from stream_pairer.core.vocab import FailurePoint, OrphanReason, Outcome, RecordKind
+from stream_pairer.core.vocab import (
+    BEDROCK_BLOCKS,
+    FREEFORM_CALL_TYPES,
+    JSONRPC_INVALID_PARAMS,
+    MAX_DECODE_CHARS,
+    MAX_DETAIL,
+    MAX_PENDING_REQUESTS,
+    MAX_UNWRAP,
+    OTHER_BLOCKS,
+    REJECTION,
+    REJECTION_CHARS,
+    REJECTION_PREFIX,
+    TEXT_BLOCKS,
+    FailurePoint,
+    LoopCap,
+    OrphanReason,
+    Outcome,
+    RecordKind,
+)
 
 if TYPE_CHECKING:  # a registry is built (loading jsonschema_rs) only when --tool-schemas asks for one
     from stream_pairer.core.toolschemas import ToolSchemaRegistry
@@ -47,58 +65,19 @@ _TIMEOUT: Final = OrphanReason.TIMEOUT.value
 POINTS: Final = (TOOL_SELECTION, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION, TERMINATION)
 PRIORITY: Final = {p: i for i, p in enumerate(POINTS)}
 
-MAX_DETAIL: Final = 200
 # Defaults of the tagger's limits (the command-line options read them from here).
 MAX_CALLS_PER_CONVERSATION: Final = 12  # the article's loop brake: calls before `termination`
 MAX_CONVERSATION_MS: Final = 10 * 60_000.0  # and wall time from a conversation's first call
 MAX_HASHES_PER_CONVERSATION: Final = 256  # repeat-check memory per conversation
 MAX_HASHES_TOTAL: Final = 200_000  # and per engine (partition)
-# Request starts remembered for conversations the engine does not hold yet (a prompt comes before
-# the first call): the oldest is forgotten past it; its request's time then counts from its first
-# call instead of its prompt.
-MAX_PENDING_REQUESTS: Final = 10_000
-# JSON text results longer than this are not decoded to look for the canonical shape: a payload
-# that large is not empty, and decoding it on every result would dominate the tagging cost.
-MAX_DECODE_CHARS: Final = 256 * 1024
-MAX_UNWRAP: Final = 4  # nesting of JSON-in-string / wrapper objects followed before giving up
 STATUSES: Final = frozenset({OK, EMPTY, ERROR})
-# Content block types of Anthropic / MCP / OpenAI content lists; text-bearing ones first.
-TEXT_BLOCKS: Final = frozenset({"text", "input_text", "output_text"})
-OTHER_BLOCKS: Final = frozenset(
-    {
-        "image",
-        "document",
-        "audio",
-        "resource",
-        "resource_link",
-        "search_result",
-        "input_image",
-        "input_file",
-        "file",
-    }
-)
-BEDROCK_BLOCKS: Final = frozenset({"text", "json", "image", "document", "video"})
-# OpenAI custom tools take free-form text, not JSON: their input is never "undecodable JSON".
-FREEFORM_CALL_TYPES: Final = frozenset({"custom", "custom_tool_call"})
-JSONRPC_INVALID_PARAMS: Final = -32602
-
 # The input-rejection heuristic: text the model was shown saying its input was refused. Anchored at
 # the start of the text (after an "Error:"-style prefix) so that a result which merely mentions
-# "invalid input" somewhere in its data is not taken for a rejection. Sources: MCP Python SDK
-# ("Input validation error: ..."), MCP TypeScript SDK ("MCP error -32602: Invalid arguments for
-# tool x"), JSON-RPC ("Invalid params"), Claude Code ("<tool_use_error>InputValidationError: ..."),
-# the article's repair loop ("입력이 거부되었다: ...").
-_PREFIX = re.compile(r"^\s*(?:<tool_use_error>\s*)?(?:(?:mcp\s+)?error(?:\s+-?\d+)?\s*[:\-]\s*)?", re.I)
-_REJECTION = re.compile(
-    r"(?:input\s*validation\s*error"
-    r"|invalid\s+(?:arguments?|params|parameters?|input)\b"
-    r"|(?:the\s+)?(?:input|arguments?|parameters?)\s+(?:(?:was|were|is|are)\s+)?"
-    r"(?:rejected|invalid|failed\s+(?:schema\s+)?validation)\b"
-    r"|입력(?:이|값이)?\s*거부"
-    r"|(?:입력|인자|인수|매개변수)(?:이|가|값이)?\s*(?:잘못|유효하지\s*않)"
-    r"|잘못된\s*(?:입력|인자|인수|매개변수))",
-    re.I,
-)
+# "invalid input" somewhere in its data is not taken for a rejection. Its patterns, and the limits
+# and block types above the Verdict, are the vocabulary's (core/vocab.json, shared with the
+# compiled core): defined there, with their sources.
+_PREFIX = re.compile(REJECTION_PREFIX, re.I)
+_REJECTION = re.compile(REJECTION, re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +269,7 @@ def input_rejection(v: Verdict) -> str | None:
         return _cut(f"input rejected (JSON-RPC {v.code}){said}")
     if v.text is None:
         return None
-    head = v.text[:300]
+    head = v.text[:REJECTION_CHARS]
     m = _PREFIX.match(head)
     rest = head[m.end() :] if m else head
     if _REJECTION.match(rest):
@@ -482,13 +461,13 @@ class FailureTagger:
                 self._forget_oldest()
         if self.max_calls and n > self.max_calls and not state.calls_crossed:
             state.calls_crossed = True
-            self.crossings["calls"] += 1
+            self.crossings[LoopCap.CALLS.value] += 1
             detail = detail or f"call {n} in this request, past the cap of {self.max_calls}"
         if self.max_ms and ts is not None and state.first_ts_ms is not None and not state.time_crossed:
             elapsed = ts - state.first_ts_ms
             if elapsed > self.max_ms:
                 state.time_crossed = True
-                self.crossings["time"] += 1
+                self.crossings[LoopCap.TIME.value] += 1
                 detail = detail or (
                     f"call at +{elapsed / 1000:.1f} s after the start of this request, "
                     f"past the {self.max_ms / 1000:g} s cap"

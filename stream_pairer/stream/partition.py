@@ -23,7 +23,7 @@ from typing import Any, Final, NamedTuple, Protocol
 from stream_pairer.core.engine import Record
 from stream_pairer.core.model import OutputMeta, Source, dead_letter
 from stream_pairer.core.pipeline import StreamPipeline, consumed_offset
-from stream_pairer.core.vocab import RecordKind
+from stream_pairer.core.vocab import DeadLetterReason, RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.stream.clock import NEG_INF, ProcessingClock
 
@@ -266,12 +266,12 @@ class PartitionState:
         source, problem = lineage_from_headers(msg.headers, here)
         raw = msg.value or b""
         if problem is not None:
-            return dead_letter(raw, "wrong_type", f"re-keyed record with {problem}", source)
+            return dead_letter(raw, DeadLetterReason.WRONG_TYPE, f"re-keyed record with {problem}", source)
         size = forwarded_size(msg.headers)
         if size is None:
             return None
         rec = dead_letter(
-            raw, "too_large",
+            raw, DeadLetterReason.TOO_LARGE,
             f"the record is {size} bytes, more than the internal topic {self.topic} takes; "
             f"its first {len(raw)} bytes are kept",
             source,

@@ -39,7 +39,7 @@ NO_EXTENSION = (
 
 
 def test_without_the_extension_nothing_native_is_offered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(native, "_native", None)
+    monkeypatch.setattr(native, "_Core", None)
     assert not native.available()
     with pytest.raises(native.NativeUnavailable, match="not built"):
         native.NativePipeline()

@@ -28,6 +28,7 @@ from stream_pairer.core.vocab import RawMode
 from tests.engine_helpers import engine_config
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+_native: Any = pytest.importorskip("stream_pairer._native")
 
 T0 = 1_750_000_000_000
 CONVS = ("c0", "c1", "c2", "c3")
@@ -527,12 +528,12 @@ def test_bench_data_is_read_by_the_fast_path_and_matches(mode: RawMode) -> None:
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_float_encoding_is_orjsons(x: float) -> None:
-    assert native._native.dumps_float(x) == orjson.dumps(x)
+    assert _native.dumps_float(x) == orjson.dumps(x)
 
 
 @given(st.text())
 def test_string_encoding_is_orjsons(s: str) -> None:
-    assert native._native.dumps_str(s) == orjson.dumps(s)
+    assert _native.dumps_str(s) == orjson.dumps(s)
 
 
 _json = st.recursive(
@@ -558,7 +559,7 @@ def test_canonical_check_agrees_with_an_orjson_round_trip(value: Any, how: str) 
         round_trip = orjson.dumps(orjson.loads(raw))
     except (TypeError, ValueError, OverflowError):
         return  # not JSON orjson reads (an integer beyond 64 bits, an infinity): nothing to compare
-    assert native._native.is_canonical(raw) == (round_trip == raw)
+    assert _native.is_canonical(raw) == (round_trip == raw)
 
 
 @pytest.mark.parametrize(
@@ -575,11 +576,11 @@ def test_canonical_check_agrees_with_an_orjson_round_trip(value: Any, how: str) 
     ],
 )
 def test_non_canonical_values_are_refused(raw: bytes) -> None:
-    assert not native._native.is_canonical(raw)
+    assert not _native.is_canonical(raw)
 
 
 def test_large_objects_without_duplicates_are_canonical() -> None:
-    assert native._native.is_canonical(orjson.dumps({f"k{i}": [i, {"k1": i}] for i in range(100)}))
+    assert _native.is_canonical(orjson.dumps({f"k{i}": [i, {"k1": i}] for i in range(100)}))
 
 
 FAST = {
@@ -1252,7 +1253,7 @@ def test_result_verdict_is_classify_results(value: Any, is_error: bool | None, a
     if as_text:
         value = orjson.dumps(value).decode()
     want = tagging.classify_result(value, is_error)
-    got = native._native.classify_result(orjson.dumps(value), is_error)
+    got = _native.classify_result(orjson.dumps(value), is_error)
     assert got == (want.outcome, want.why, want.text, None if want.code is None else str(want.code))
 
 
@@ -1269,7 +1270,7 @@ def test_result_verdict_is_classify_results(value: Any, is_error: bool | None, a
 ])  # fmt: skip
 def test_rejection_heuristic_is_the_python_patterns(text: str) -> None:
     """The Rust `regex` translation of _PREFIX/_REJECTION (Python's `\\s` and re.I) on the known texts."""
-    assert native._native.input_rejection(text) == tagging.input_rejection(tagging.Verdict("ok", "", text))
+    assert _native.input_rejection(text) == tagging.input_rejection(tagging.Verdict("ok", "", text))
 
 
 def test_supports_every_failure_tagger() -> None:

@@ -37,6 +37,7 @@ from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import RECORD_OVERHEAD_BYTES, KafkaSettings, make_producer, tp_key
 from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.core.model import OutputMeta, output_meta
+from stream_pairer.core.vocab import RecordKind
 from stream_pairer.errors import CommitFailed, OutputTooLarge, SidecarError
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint
@@ -106,7 +107,7 @@ def _identity_only(rec: dict[str, Any], size: int) -> dict[str, Any]:
             small[side] = {k: rec[side][k] for k in SIDE_IDENTITY_FIELDS if k in rec[side]}
             if "name" in small[side]:
                 small[side]["name"] = _cut(small[side]["name"])
-    if rec.get("kind") == "dead_letter":
+    if rec.get("kind") == RecordKind.DEAD_LETTER:
         small["detail"] = str(rec.get("detail", ""))[:512]
         small["raw"] = ""
         small["raw_truncated"] = True

@@ -64,6 +64,7 @@ from stream_pairer.core.formats.common import (
     wrong_type,
 )
 from stream_pairer.core.model import CALL, RESULT, EventType, FormatError, Source, ToolEvent
+from stream_pairer.core.vocab import Format
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -74,29 +75,13 @@ __all__ = [
     "parse_record",
 ]
 
-# Every value `ToolEvent.format` can take.
-FORMATS: Final = (
-    "canonical",
-    "anthropic",
-    "claude_code",
-    "openai_chat",
-    "openai_legacy",
-    "openai_responses",
-    "bedrock",
-    "gemini",
-    "mcp",
-    "codex",
-    "gemini_cli",
-    "wire",
-    "otel",
-    "mapped",  # made by a --map jq program (core/mapping.py)
-    "discovered",  # found inside a record no reader claims (formats/discover.py): a labelled guess
-)
+# Every value `ToolEvent.format` can take: the vocabulary's Format set, as plain strings.
+FORMATS: Final = tuple(f.value for f in Format)
 # Formats whose records re-send history (every HTTP request repeats the conversation so far; every
 # chat span repeats its input messages): their events are counted once per id by the pipeline's
 # `HistoryDedup`, a repeated copy is not a new event. Discovered shapes are counted the same way:
 # what is found inside unnamed records (request logs, span dumps) repeats history just as often.
-RESENT_FORMATS: Final = frozenset({"wire", "otel", "discovered"})
+RESENT_FORMATS: Final = frozenset({Format.WIRE.value, Format.OTEL.value, Format.DISCOVERED.value})
 
 # Claude Code session lines (and `claude -p --output-format stream-json` lines) that are not
 # conversation turns: they are known, and carry no tool event.

@@ -15,6 +15,7 @@ from typing import Any, Final
 import orjson
 
 from stream_pairer.core.model import CALL, RESULT, EventType, FormatError
+from stream_pairer.core.vocab import DEFAULT_MAX_ID_BYTES, MAX_DEPTH, MAX_TS_MS, TS_FIELDS
 
 # One event as a parser sees it, before the record-level fields (conversation id, ts, source,
 # block, size) are known: (type, id, name, payload, is_error, raw block, format name).
@@ -91,11 +92,8 @@ class FormatConfig:
         "metadata.conversation_id",
     )
     max_record_bytes: int = 1_048_576
-    # Conversation ids, call ids and tool names outlive their events (idle conversations, closed
-    # ids, tagging counters) outside the held-bytes estimate: 600 conversations with 500 KB ids
-    # took 330 MB. Past this length a record is dead-lettered (too_large), so id memory is bounded
-    # by the id limits x this.
-    max_id_bytes: int = 1024
+    # Past this length a record is dead-lettered (too_large): why, in core/vocab.json.
+    max_id_bytes: int = DEFAULT_MAX_ID_BYTES
     # Ids remembered per conversation to count re-sent history once (wire logs, OTel spans; see
     # core/dedup.py): past it the oldest is forgotten, and a later copy of it becomes an orphan.
     max_history_ids: int = 10_000
@@ -204,11 +202,8 @@ def as_flag(value: object, prefix: str, index: int | None, field: str) -> bool |
     raise wrong_type(value, prefix, index, field, "a boolean")
 
 
-# Deepest nesting accepted in a kept block (the `raw` of an event, which holds its payload).
-# orjson reads up to 1024 levels but writes at most 254, and every output record wraps the block
-# a few levels deeper (pair -> call side -> raw): a deeper block would be accepted here and then
-# crash the output writer or the failure tagger. Real logs stay far below this.
-MAX_DEPTH: Final = 200
+# MAX_DEPTH (the deepest nesting accepted in a kept block), TS_FIELDS and MAX_TS_MS are the
+# vocabulary's (core/vocab.json, shared with the compiled core): defined there, with why.
 # Nesting N deep takes N opening and N closing brackets: shorter JSON texts need no check.
 DEPTH_CHECK_MIN_BYTES: Final = 2 * MAX_DEPTH
 
@@ -293,9 +288,6 @@ def conversation_id(record: dict[str, Any], config: FormatConfig, key: str | Non
 # ---------------------------------------------------------------------------------------------
 # Timestamps
 
-TS_FIELDS: Final = ("ts", "timestamp", "created_at", "created", "createTime")
-_MAX_MS: Final = 253_402_300_800_000.0  # 10000-01-01T00:00:00Z: what format_ts can still render
-
 
 def record_ts(obj: dict[str, Any], prefix: str) -> float | None:
     """The record's own event time as epoch milliseconds, from the first timestamp field present."""
@@ -310,7 +302,7 @@ def record_ts(obj: dict[str, Any], prefix: str) -> float | None:
                 return parse_ts(value, prefix, field)
             if dt.tzinfo is not None:
                 ms = dt.timestamp() * 1000.0
-                if 0.0 <= ms < _MAX_MS:
+                if 0.0 <= ms < MAX_TS_MS:
                     return ms
         return parse_ts(value, prefix, field)
     return None
@@ -332,7 +324,7 @@ def parse_ts(value: object, prefix: str, field: str) -> float:
             )
     else:
         raise wrong_type(value, prefix, None, field, "an RFC 3339 string or an epoch number")
-    if not (0.0 <= ms < _MAX_MS):  # also rejects NaN
+    if not (0.0 <= ms < MAX_TS_MS):  # also rejects NaN
         raise FormatError(
             "wrong_type",
             f"{where(prefix, None, field)} is {_clip(str(value))!r}, outside the years 1970..9999",

@@ -7,7 +7,8 @@
 
 use std::mem::size_of;
 
-use super::{Conv, Engine, Held, Timer};
+use super::held::{Conv, Held, Timer};
+use super::Engine;
 use std::cmp::Reverse;
 
 /// One container (summed over conversations for the per-conversation ones): entries, capacity

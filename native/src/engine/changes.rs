@@ -1,12 +1,11 @@
 //! What changed in the held state since the last checkpoint mark: engine.py `mark_clocks` and
 //! `held_changes`, so a delta checkpoint costs O(changes) instead of O(held). A child module of
-//! engine.rs (it reads the engine's private state); the engine calls the `note_*` hooks as it
+//! engine/mod.rs (it reads the engine's private state); the engine calls the `note_*` hooks as it
 //! holds and releases events and touches conversations, which do nothing until the first mark.
 
-use super::{Conv, Engine, HashMap};
+use super::held::{Conv, Pos};
+use super::{Engine, HashMap};
 
-/// A held event's position: (consumed offset, block).
-pub(super) type Pos = (Option<i64>, i64);
 type ClockAt = (Option<i64>, i64, f64);
 
 #[derive(Default)]
@@ -21,9 +20,6 @@ pub(super) struct Changes {
     /// Clock entries of conversations removed since (their slot may be reused before the drain).
     unclocked: Vec<Pos>,
 }
-
-/// A conversation's clock entry as the last checkpoint carries it: (mark, position, clock).
-pub(super) type Ck = Option<(u64, Pos, f64)>;
 
 impl Engine {
     #[inline]
