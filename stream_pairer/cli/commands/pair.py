@@ -18,9 +18,9 @@ from stream_pairer.adapters.files import (
     check_extra_output,
     check_inputs,
     check_output_dir,
-    expand_inputs,
     write_private_file,
 )
+from stream_pairer.adapters.naming import named_inputs
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -73,7 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "--conversation-id",
         help="conversation id of the records that carry none (default: one conversation per input "
-        "file, named by its path; a Codex session_meta id or a document's own id refines it)",
+        "file, named by its path below its argument; a Codex session_meta id or a document's own "
+        "id refines it)",
+    )
+    add_option(
+        parser,
+        "--stdin-name",
+        help="the name of stdin (-) in the outputs (source.file, the conversation of records without "
+        "one); give a file's name to get that file's pair_ids (default: -)",
     )
     add_engine_arguments(parser)
 
@@ -92,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
     try:
-        inputs = expand_inputs(args.inputs, skip_dir=args.out)
+        named = named_inputs(args.inputs, skip_dir=args.out, stdin_name=args.stdin_name)
+        inputs = [path for path, _ in named]
         check_output_dir(args.out, inputs)
         if args.summary_json is not None:
             check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
@@ -105,12 +113,13 @@ def run(args: argparse.Namespace) -> int:
     input_bytes = 0
     try:
         with OutputWriter(args.out, inputs) as writer:
-            for name in inputs:
+            for path, name in named:
                 records = FileRecords(
-                    name,
+                    path,
                     max_bytes=format_config.max_record_bytes,
                     conversation_id=args.conversation_id,
                     conversation_fields=format_config.conversation_fields,
+                    label=name,
                 )
                 input_bytes += feed_file(pipeline, records, writer.write, progress.tick)
             # End of a finite input: an open call will never get its result, and a held result's
