@@ -252,7 +252,7 @@ def test_a_rerun_into_an_output_directory_inside_the_inputs_does_not_read_its_ou
     (logs / "s.jsonl").write_text('{"conversation_id":"c","type":"tool_call","id":"a","name":"n"}\n')
     out = logs / "out"
     for _ in range(2):
-        assert main(["pair", str(logs), "--out", str(out), "-q"]) == 0
+        assert main(["pair", str(logs), "--out", str(out), "-q", "--overwrite"]) == 0
         orphans = [json.loads(x) for x in (out / "orphans.jsonl").read_text().splitlines()]
         assert [o["event"]["id"] for o in orphans] == ["a"]  # not its own previous outputs
     assert expand_inputs([str(logs)], skip_dir=out) == [str(logs / "s.jsonl")]

@@ -13,7 +13,6 @@ from typing import Any, TextIO
 
 from stream_pairer.adapters.files import (
     FileRecords,
-    OutputWriter,
     Oversize,
     check_extra_output,
     check_inputs,
@@ -21,6 +20,7 @@ from stream_pairer.adapters.files import (
     write_private_file,
 )
 from stream_pairer.adapters.naming import named_inputs
+from stream_pairer.adapters.sinks import FORMATS, STDOUT, check_out, open_sink
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -58,7 +58,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         short="-o",
         type=Path,
         required=os.environ.get(env_name("--out")) is None,
-        help="output directory",
+        help="output directory, or - for stdout (every record as a JSON line with its kind; the "
+        "summary goes to stderr)",
+    )
+    add_option(
+        parser,
+        "--output-format",
+        choices=FORMATS,
+        default="jsonl",
+        help="jsonl files, or typed parquet tables (zstd; needs the warehouse extra)",
+    )
+    add_option(
+        parser,
+        "--partition-by-day",
+        action="store_true",
+        default=False,
+        help="parquet: Hive directories dt=YYYY-MM-DD by event day (dt=unknown without a time)",
+    )
+    add_option(
+        parser,
+        "--overwrite",
+        action="store_true",
+        default=False,
+        help="replace the outputs of an existing, non-empty --out (refused without it)",
     )
     add_option(
         parser,
@@ -101,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         named = named_inputs(args.inputs, skip_dir=args.out, stdin_name=args.stdin_name)
         inputs = [path for path, _ in named]
-        check_output_dir(args.out, inputs)
+        check_output_dir(args.out, inputs)  # the more specific refusal first
+        check_out(args.out, overwrite=args.overwrite)
         if args.summary_json is not None:
             check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
         check_inputs(inputs)  # all of them, before anything is written
@@ -112,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress(None if args.quiet else sys.stderr, started)
     input_bytes = 0
     try:
-        with OutputWriter(args.out, inputs) as writer:
+        sink = open_sink(args.out, inputs, output_format=args.output_format, partition=args.partition_by_day)
+        with sink as writer:
             for path, name in named:
                 records = FileRecords(
                     path,
@@ -153,8 +177,12 @@ def run(args: argparse.Namespace) -> int:
         except InputError as err:
             print(f"stream-pairer pair: {err}", file=sys.stderr)
             return 2 if isinstance(err, OutputRefused) else 1
-    if not args.quiet:
-        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size, engine=engine))
+    if not args.quiet:  # beside the records when they go to stdout
+        summary_to = sys.stderr if str(args.out) == STDOUT else sys.stdout
+        print(
+            render_summary(pipeline.summary, elapsed, args.out, crossings, size, engine=engine),
+            file=summary_to,
+        )
     return 0
 
 

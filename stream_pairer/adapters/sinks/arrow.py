@@ -1,0 +1,101 @@
+"""Arrow schemas and record batches of the output tables, from `columns.Column` trees.
+
+Why Arrow: it is what Parquet (pyarrow), Iceberg (pyiceberg) and DuckDB all take without a copy,
+and its schema is typed up front, so an empty output, or one whose first rows lack `failure`,
+still carries every column with its type (issue 26: `read_json_auto` typed such columns NULL).
+pyarrow is an optional dependency (`pip install 'stream-pairer[warehouse]'`); `require` turns its
+absence into one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import datetime
+from functools import cache
+from typing import Any, Final
+
+import orjson
+
+from stream_pairer.adapters.sinks.columns import Column, table_columns
+from stream_pairer.errors import OutputRefused
+
+EXTRA_HINT: Final = "pip install 'stream-pairer[warehouse]'"
+
+
+def require(module: str, what: str) -> Any:
+    """Import an optional dependency, or fail with one line naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise OutputRefused(
+            f"{what} needs {module.split('.', maxsplit=1)[0]}, which is not installed: {EXTRA_HINT}"
+        ) from err
+
+
+def arrow_type(col: Column, *, json_type: bool = True) -> Any:
+    """The Arrow type of a column. `json_type`: JSON text as Arrow's JSON extension type (Parquet's
+    JSON logical type, which DuckDB reads as JSON); plain strings where it is unknown (Iceberg)."""
+    pa = require("pyarrow", "--output-format parquet")
+    if col.type == "struct":
+        return pa.struct([arrow_field(f, json_type=json_type) for f in col.fields])
+    if col.type == "json":
+        return pa.json_(pa.string()) if json_type else pa.string()
+    return {
+        "string": pa.string(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "list<string>": pa.list_(pa.string()),
+    }[col.type]
+
+
+def arrow_field(col: Column, *, json_type: bool = True) -> Any:
+    pa = require("pyarrow", "--output-format parquet")
+    meta = {"description": col.doc} if col.doc else None
+    return pa.field(col.name, arrow_type(col, json_type=json_type), nullable=col.nullable, metadata=meta)
+
+
+@cache
+def arrow_schema(table: str, *, json_type: bool = True) -> Any:
+    """The Arrow schema of an output table (`pairs`, `orphans`, `dead_letter`)."""
+    pa = require("pyarrow", "--output-format parquet")
+    fields = [arrow_field(c, json_type=json_type) for c in table_columns(table)]
+    return pa.schema(fields, metadata={"stream_pairer.table": table})
+
+
+def _value(col: Column, v: Any) -> Any:
+    if v is None:
+        return None
+    t = col.type
+    if t == "timestamp":
+        return datetime.fromisoformat(v) if type(v) is str else None
+    if t == "json":
+        return orjson.dumps(v).decode()
+    if t == "struct":
+        return row(col.fields, v) if type(v) is dict else None
+    return v
+
+
+def row(columns: tuple[Column, ...], rec: dict[str, Any]) -> dict[str, Any]:
+    """A record as Arrow takes it: timestamps parsed, JSON values as their text, nothing else."""
+    get = rec.get
+    return {c.name: _value(c, get(c.name)) for c in columns}
+
+
+def to_table(table: str, records: list[dict[str, Any]], *, json_type: bool = True) -> Any:
+    """An Arrow table of output records (decoded dicts) under the table's schema. Built on plain
+    strings (pyarrow builds no extension type from Python values), then cast to the JSON type."""
+    pa = require("pyarrow", "--output-format parquet")
+    cols = table_columns(table)
+    plain = pa.Table.from_pylist([row(cols, r) for r in records], schema=arrow_schema(table, json_type=False))
+    return plain.cast(arrow_schema(table)) if json_type else plain
+
+
+def event_day(rec: dict[str, Any]) -> str:
+    """The Hive partition of a record: `dt=YYYY-MM-DD` of its event time (a pair's call, else its
+    result; an orphan's event), `dt=unknown` where none is known (dead letters, undated events)."""
+    ts = rec.get("call_ts") or rec.get("result_ts") or rec.get("ts")
+    if type(ts) is str and len(ts) >= 10 and ts[4] == "-" and ts[7] == "-":
+        return f"dt={ts[:10]}"
+    return "dt=unknown"
