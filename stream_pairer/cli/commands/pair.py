@@ -20,7 +20,8 @@ from stream_pairer.adapters.files import (
     write_private_file,
 )
 from stream_pairer.adapters.naming import named_inputs
-from stream_pairer.adapters.sinks import FORMATS, STDOUT, check_out, open_sink
+from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, open_sink
+from stream_pairer.adapters.state import RunState
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -104,6 +105,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the name of stdin (-) in the outputs (source.file, the conversation of records without "
         "one); give a file's name to get that file's pair_ids (default: -)",
     )
+    add_option(
+        parser,
+        "--state",
+        type=Path,
+        help="incremental runs: carry held calls and results (and their clocks) from one run to the "
+        "next in this directory, instead of ending them at the end of the input (README, Incremental "
+        "runs)",
+    )
+    add_option(
+        parser,
+        "--flush",
+        action="store_true",
+        default=False,
+        help="with --state: end everything still held at the end of this run (the final run)",
+    )
     add_engine_arguments(parser)
 
 
@@ -128,42 +144,37 @@ def run(args: argparse.Namespace) -> int:
         if args.summary_json is not None:
             check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
         check_inputs(inputs)  # all of them, before anything is written
+        state = None if args.state is None else RunState(args.state, [name for _, name in named])
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
-    input_bytes = 0
     try:
         sink = open_sink(args.out, inputs, output_format=args.output_format, partition=args.partition_by_day)
         with sink as writer:
-            for path, name in named:
-                records = FileRecords(
-                    path,
-                    max_bytes=format_config.max_record_bytes,
-                    conversation_id=args.conversation_id,
-                    conversation_fields=format_config.conversation_fields,
-                    label=name,
-                )
-                input_bytes += feed_file(pipeline, records, writer.write, progress.tick)
-            # End of a finite input: an open call will never get its result, and a held result's
-            # call will never come; both are kept as orphans, never dropped.
-            writer.write(
-                pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
-            )
+            input_bytes = _pair_inputs(pipeline, named, args, writer, progress, state=state)
+        if state is not None:
+            state.save([name for _, name in named])
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
+    finally:
+        if state is not None:
+            state.close()
     progress.done()
     elapsed = time.monotonic() - started
     # The compiled core keeps the tagger's counts itself (the tagger object only gave settings).
     crossings = dict(getattr(pipeline, "crossings", None) or getattr(tagger, "crossings", {}))
     size = OutputSize(input_bytes, dict(writer.bytes_by_kind))
+    summary = pipeline.summary if state is None else state.uncount(pipeline.summary)
+    carried = None if state is None else (state.carried_in, state.carried_out)
     if args.summary_json is not None:
         import orjson  # noqa: PLC0415 - only needed for this option
 
         body = (
-            pipeline.summary.as_dict()
+            summary.as_dict()
+            | ({} if carried is None else {"events_carried_in": carried[0], "events_carried_out": carried[1]})
             | {
                 "loop_cap_crossings": crossings,
                 "history_ids_forgotten": pipeline.dedup.forgotten,
@@ -178,12 +189,53 @@ def run(args: argparse.Namespace) -> int:
             print(f"stream-pairer pair: {err}", file=sys.stderr)
             return 2 if isinstance(err, OutputRefused) else 1
     if not args.quiet:  # beside the records when they go to stdout
-        summary_to = sys.stderr if str(args.out) == STDOUT else sys.stdout
         print(
-            render_summary(pipeline.summary, elapsed, args.out, crossings, size, engine=engine),
-            file=summary_to,
+            render_summary(summary, elapsed, args.out, crossings, size, engine=engine, carried=carried),
+            file=sys.stderr if str(args.out) == STDOUT else sys.stdout,
         )
     return 0
+
+
+def _pair_inputs(
+    pipeline: Pipeline | NativePipeline,
+    named: list[tuple[str, str]],
+    args: argparse.Namespace,
+    writer: Sink,
+    progress: _Progress,
+    *,
+    state: RunState | None,
+) -> int:
+    """Every input through the pipeline into `writer`; returns the input bytes. With `--state`,
+    the previous run's held events are fed back first, and what is still held at the end is
+    carried to the next run (adapters/state.py) unless `--flush`."""
+    format_config = pipeline.format_config
+    write = writer.write
+    if state is not None:
+        inner = write
+
+        def write(records: Sequence[Record | bytes]) -> None:
+            state.observe(records)
+            inner(records)
+
+        write(state.restore(pipeline))
+    input_bytes = 0
+    for path, name in named:
+        make = FileRecords if state is None else state.records
+        records = make(
+            path,
+            max_bytes=format_config.max_record_bytes,
+            conversation_id=args.conversation_id,
+            conversation_fields=format_config.conversation_fields,
+            label=name,
+        )
+        input_bytes += feed_file(pipeline, records, write, progress.tick)
+    if state is not None and not args.flush:
+        state.carry(pipeline)
+        return input_bytes
+    # End of a finite input: an open call will never get its result, and a held result's
+    # call will never come; both are kept as orphans, never dropped.
+    write(pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value))
+    return input_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +330,7 @@ def render_summary(
     size: OutputSize | None = None,
     *,
     engine: str | None = None,
+    carried: tuple[int, int] | None = None,
 ) -> str:
     rows: list[tuple[str, int | str]] = [
         ("records read", s.records),
@@ -314,11 +367,17 @@ def render_summary(
         ratio = size.ratio
         rows.append(("output bytes per input byte", "-" if ratio is None else f"{ratio:.2f}"))
     acc = s.accounted()
+    if carried is not None:  # --state: events held across the run boundary count on both sides
+        rows.append(("events carried in (--state)", carried[0]))
+        rows.append(("events carried out (--state)", carried[1]))
+    events_in = acc["events_in"] + (carried[0] if carried else 0)
+    events_out = acc["events_out"] + (carried[1] if carried else 0)
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>10}" if value != "" else label for label, value in rows]
+    held = " (carried ones included)" if carried else ""
     lines.append(
-        f"conservation: {acc['events_in']} events in, {acc['events_out']} in pairs/orphans"
-        f" ({'ok' if acc['events_in'] == acc['events_out'] else 'MISMATCH'})"
+        f"conservation: {events_in} events in, {events_out} in pairs/orphans{held}"
+        f" ({'ok' if events_in == events_out else 'MISMATCH'})"
     )
     ran = "" if engine is None else f", {engine} engine"
     lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
