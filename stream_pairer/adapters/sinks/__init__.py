@@ -9,7 +9,8 @@ its output visible only at `close` (a failed run leaves the previous outputs as 
 * `jsonl`: `adapters/files.py` `OutputWriter` (three files, temporary files renamed into place);
 * `-` (stdout): every record as one JSON line, each with its `kind` (`stdout.py`);
 * `parquet`: one typed table per kind, zstd, optionally Hive-partitioned by event day (`parquet.py`);
-* `iceberg`: appended to Iceberg tables through a pyiceberg catalog (`iceberg.py`).
+* `iceberg`: appended to Iceberg tables through a pyiceberg catalog, `--out CATALOG/NAMESPACE`
+  (`iceberg.py`).
 
 `check_out` refuses an existing, non-empty `--out` unless `--overwrite` (a second run into the
 same directory used to replace the first day's outputs silently).
@@ -28,7 +29,7 @@ from stream_pairer.core.vocab import Record
 from stream_pairer.errors import OutputRefused
 
 STDOUT: Final = "-"
-FORMATS: Final = ("jsonl", "parquet")
+FORMATS: Final = ("jsonl", "parquet", "iceberg")
 _KIND_AT: Final = len(b'{"kind":"')  # where an encoded output record's kind starts
 
 
@@ -55,10 +56,10 @@ def encoded(records: Sequence[Record | bytes]) -> Iterator[tuple[str, bytes]]:
             yield rec["kind"], dumps(rec)
 
 
-def check_out(out: Path, *, overwrite: bool) -> None:
+def check_out(out: Path, *, overwrite: bool, output_format: str = "jsonl") -> None:
     """Refuse an `--out` directory that exists and holds anything, unless `overwrite`: one line,
-    before any input is read. `-` (stdout) is never refused."""
-    if str(out) == STDOUT or overwrite or not os.path.isdir(out):
+    before any input is read. `-` (stdout) and Iceberg (append-only, idempotent) are never refused."""
+    if str(out) == STDOUT or output_format == "iceberg" or overwrite or not os.path.isdir(out):
         return
     with os.scandir(out) as entries:
         first = next((e.name for e in entries), None)
@@ -77,6 +78,14 @@ def open_sink(
         from stream_pairer.adapters.sinks.stdout import StdoutSink  # noqa: PLC0415 - by option
 
         return StdoutSink()
+    if output_format == "iceberg":
+        from stream_pairer.adapters.sinks.iceberg import IcebergSink  # noqa: PLC0415 - optional pyiceberg
+
+        if partition:
+            raise OutputRefused(
+                "--partition-by-day is for parquet: Iceberg tables are partitioned by day already"
+            )
+        return IcebergSink(out)
     if output_format == "parquet":
         from stream_pairer.adapters.sinks.parquet import ParquetSink  # noqa: PLC0415 - optional pyarrow
 

@@ -67,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output-format",
         choices=FORMATS,
         default="jsonl",
-        help="jsonl files, or typed parquet tables (zstd; needs the warehouse extra)",
+        help="jsonl files; typed parquet tables (zstd); or iceberg: append to the tables of --out "
+        "CATALOG/NAMESPACE, a pyiceberg catalog (parquet and iceberg need the warehouse extra)",
     )
     add_option(
         parser,
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         named = named_inputs(args.inputs, skip_dir=args.out, stdin_name=args.stdin_name)
         inputs = [path for path, _ in named]
         check_output_dir(args.out, inputs)  # the more specific refusal first
-        check_out(args.out, overwrite=args.overwrite)
+        check_out(args.out, overwrite=args.overwrite, output_format=args.output_format)
         if args.summary_json is not None:
             check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
         check_inputs(inputs)  # all of them, before anything is written
