@@ -42,14 +42,30 @@ def test_out_dash_writes_every_record_to_stdout_and_the_summary_to_stderr(tmp_pa
     )
 
 
-def test_out_dash_pipes_into_duckdb(tmp_path: Path) -> None:
-    duckdb = pytest.importorskip("duckdb")
-    proc = _run(str(EXAMPLE), "--out", "-", "-q")
-    piped = tmp_path / "piped.jsonl"  # what `| duckdb -c "... read_json('/dev/stdin')"` reads
-    piped.write_bytes(proc.stdout)
-    rows = duckdb.sql(f"select kind, count(*) from read_json('{piped}') group by kind").fetchall()
-    expected = Counter(json.loads(x)["kind"] for x in proc.stdout.splitlines())
-    assert dict(rows) == dict(expected)
+def test_out_dash_pipes_into_duckdb() -> None:
+    """The README's pipe, through a real pipe: DuckDB reads /dev/stdin as one object per line."""
+    pytest.importorskip("duckdb")
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    query = (
+        "import duckdb, json; print(json.dumps(dict(duckdb.sql(\"SELECT json->>'kind' AS kind, count(*) "
+        "FROM read_ndjson_objects('/dev/stdin') GROUP BY kind\").fetchall())))"
+    )
+    pairer = subprocess.Popen(
+        [sys.executable, "-m", "stream_pairer", "pair", str(EXAMPLE), "--out", "-", "-q"],
+        env=env,
+        stdout=subprocess.PIPE,
+    )
+    reader = subprocess.run(
+        [sys.executable, "-c", query], stdin=pairer.stdout, capture_output=True, timeout=120, check=True
+    )
+    assert pairer.stdout is not None
+    pairer.stdout.close()
+    assert pairer.wait(timeout=60) == 0
+    counts = eval(reader.stdout.decode())
+    expected = Counter(
+        json.loads(x)["kind"] for x in _run(str(EXAMPLE), "--out", "-", "-q").stdout.splitlines()
+    )
+    assert counts == dict(expected) and counts["pair"] > 0
 
 
 def test_an_existing_non_empty_out_is_refused_unless_overwrite(tmp_path: Path) -> None:
