@@ -37,6 +37,7 @@ from typing import IO, Any, Final
 
 import orjson
 
+from stream_pairer.adapters.sinks import Closing
 from stream_pairer.core.vocab import Record, RecordKind
 from stream_pairer.errors import InputError, OutputRefused
 
@@ -205,7 +206,8 @@ class FileRecords:
     Iterating yields (source, record bytes or Oversize, key). `key` is the conversation id of
     records that carry none: `--conversation-id` when given (`forced`), else a session id
     announced earlier in the file (`set_session`, e.g. Codex `session_meta`), else a document's
-    own id (its top-level conversation field, an eval sample's id), else the file's name (`label`)."""
+    own id (its top-level conversation field, an eval sample's id), else the file's name `label`
+    (its name in the outputs, also `source.file`: see naming.py)."""
 
     def __init__(
         self,
@@ -217,7 +219,6 @@ class FileRecords:
         label: str | None = None,
     ) -> None:
         self.name = name
-        # The input's name in the outputs (source.file, the fallback conversation): adapters/naming.py
         self.label = label if label is not None else "-" if name == "-" else name
         self.max_bytes = max_bytes
         self.forced = conversation_id
@@ -456,7 +457,7 @@ def _sample_messages(s: int, sample: Any, label: str) -> Iterator[tuple[str, Any
         yield f"samples[{s}].messages[{i}]", m, key
 
 
-class OutputWriter:
+class OutputWriter(Closing):
     """The three output files of the file mode; one JSON object per line.
 
     Built so that a run cannot destroy data (issue 14, item 8):
@@ -544,15 +545,6 @@ class OutputWriter:
             with contextlib.suppress(OSError):
                 temp.unlink()
         self._temps.clear()
-
-    def __enter__(self) -> OutputWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def _refuse_non_regular(path: Path) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, Self
 
 import orjson
 
@@ -44,6 +44,25 @@ class Sink(Protocol):
     def abort(self) -> None: ...
     def __enter__(self) -> Any: ...
     def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None: ...
+
+
+class Closing:
+    """The context manager of every sink here: `close` when the run completed, `abort` when not."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 def encoded(records: Sequence[Record | bytes]) -> Iterator[tuple[str, bytes]]:

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.adapters.sinks import encoded
+from stream_pairer.adapters.sinks import Closing, encoded
 from stream_pairer.adapters.sinks.arrow import require, to_table
 from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
 from stream_pairer.adapters.sinks.ddl import iceberg_schema
@@ -47,7 +47,7 @@ def parse_target(out: Path) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-class IcebergSink:
+class IcebergSink(Closing):
     def __init__(self, out: Path) -> None:
         self.catalog_name, self.namespace = parse_target(out)
         self._catalog_mod = require("pyiceberg.catalog", "--output-format iceberg")
@@ -109,12 +109,3 @@ class IcebergSink:
         """A failed run appends nothing."""
         self._rows.clear()
         self._batches.clear()
-
-    def __enter__(self) -> IcebergSink:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()

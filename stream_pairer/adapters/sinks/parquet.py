@@ -24,7 +24,7 @@ from typing import Any, Final
 import orjson
 
 from stream_pairer.adapters.files import check_output_dir
-from stream_pairer.adapters.sinks import encoded
+from stream_pairer.adapters.sinks import Closing, encoded
 from stream_pairer.adapters.sinks.arrow import arrow_schema, event_day, require, to_table
 from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
 from stream_pairer.core.vocab import Record
@@ -37,7 +37,7 @@ COMPRESSION: Final = "zstd"
 COMPRESSION_LEVEL: Final = 3
 
 
-class ParquetSink:
+class ParquetSink(Closing):
     def __init__(self, out_dir: Path, inputs: Sequence[str] = (), *, partition: bool = False) -> None:
         self.pq = require("pyarrow.parquet", "--output-format parquet")
         check_output_dir(out_dir, inputs)
@@ -122,12 +122,3 @@ class ParquetSink:
                 w.close()
         self._writers.clear()
         shutil.rmtree(self.temp, ignore_errors=True)
-
-    def __enter__(self) -> ParquetSink:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO
 
-from stream_pairer.adapters.sinks import encoded
+from stream_pairer.adapters.sinks import Closing, encoded
 from stream_pairer.core.vocab import Record, RecordKind
 
 
-class StdoutSink:
+class StdoutSink(Closing):
     def __init__(self, stream: IO[bytes] | None = None) -> None:
         self.stream = stream if stream is not None else sys.stdout.buffer
         self.bytes_by_kind: dict[str, int] = dict.fromkeys((k.value for k in RecordKind), 0)
@@ -35,12 +35,3 @@ class StdoutSink:
         """A failed run: what was written is out (a pipe cannot take it back); flush the rest so
         the reader sees every complete line, and the exit status says the run failed."""
         self.stream.flush()
-
-    def __enter__(self) -> StdoutSink:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
