@@ -5,6 +5,8 @@ records of one run over both halves (adapters/state.py)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,3 +93,60 @@ def test_an_input_name_already_read_is_refused(tmp_path: Path, halves: tuple[Pat
     assert main(["pair", str(day1), "--out", str(tmp_path / "o1"), "--state", str(state), "-q"]) == 0
     assert main(["pair", str(day1), "--out", str(tmp_path / "o2"), "--state", str(state), "-q"]) == 2
     assert not (tmp_path / "o2").exists()
+
+
+def _canon(conv: str, kind: str, ident: str, ts: str | None = None) -> str:
+    rec: dict[str, Any] = {"conversation_id": conv, "type": kind, "name": "n", "arguments": {"k": ident}}
+    rec["id" if kind == "tool_call" else "call_id"] = ident
+    if ts is not None:
+        rec["ts"] = ts
+    return json.dumps(rec) + "\n"
+
+
+def test_the_conversation_clock_is_carried(tmp_path: Path) -> None:
+    """Day 1 ends with conversation c's clock at 00:08:20 (a finished pair) while only an older
+    call A (00:00:00) is held. Day 2's undated call D takes its conversation's clock as its time;
+    a later event times both A and D out. Only a carried clock gives D the one run's time."""
+    day1 = tmp_path / "clock1.jsonl"
+    day1.write_text(
+        _canon("c", "tool_call", "A", "2026-01-01T00:00:00Z")
+        + _canon("c", "tool_call", "B", "2026-01-01T00:08:20Z")
+        + _canon("c", "tool_result", "B", "2026-01-01T00:08:20Z")
+    )
+    day2 = tmp_path / "clock2.jsonl"
+    day2.write_text(_canon("c", "tool_call", "D") + _canon("c", "tool_call", "E", "2026-01-01T00:30:00Z"))
+    state = tmp_path / "state"
+    assert main(["pair", str(day1), "--out", str(tmp_path / "o1"), "--state", str(state), "-q"]) == 0
+    argv = ["pair", str(day2), "--out", str(tmp_path / "o2"), "--state", str(state), "--flush", "-q"]
+    assert main(argv) == 0
+    assert main(["pair", str(day1), str(day2), "--out", str(tmp_path / "one"), "-q"]) == 0
+    two, one = _records(tmp_path / "o1", tmp_path / "o2"), _records(tmp_path / "one")
+    assert sorted(map(_key, two)) == sorted(map(_key, one))
+    d = next(r for r in two if r.get("event", {}).get("id") == "D")
+    assert d["reason"] == "timeout" and d["ts"] == "2026-01-01T00:08:20.000Z"  # the carried clock
+
+
+def test_three_runs_and_stdin_equal_one(tmp_path: Path, halves: tuple[Path, Path]) -> None:
+    """Held events carried across two boundaries; the middle day read from stdin under a name."""
+    day1, day2 = halves
+    lines = day2.read_bytes().splitlines(keepends=True)
+    mid, last = tmp_path / "mid.jsonl", tmp_path / "last.jsonl"
+    mid.write_bytes(b"".join(lines[: len(lines) // 2]))
+    last.write_bytes(b"".join(lines[len(lines) // 2 :]))
+    state, cap = str(tmp_path / "state"), ("--max-tool-calls", "1000000")
+    assert main(["pair", str(day1), "--out", str(tmp_path / "a"), "--state", state, "-q", *cap]) == 0
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "stream_pairer", "pair", "-", "--stdin-name", "mid.jsonl"]
+    cmd += ["--out", str(tmp_path / "b"), "--state", state, "-q", *cap]
+    subprocess.run(cmd, input=mid.read_bytes(), env=env, check=True, timeout=120)
+    argv = ["pair", str(last), "--out", str(tmp_path / "c"), "--state", state, "--flush", "-q", *cap]
+    assert main(argv) == 0
+    assert main(["pair", str(day1), str(mid), str(last), "--out", str(tmp_path / "one"), "-q", *cap]) == 0
+    three = _records(tmp_path / "a", tmp_path / "b", tmp_path / "c")
+    assert sorted(map(_key, three)) == sorted(map(_key, _records(tmp_path / "one")))
+    crossing = {
+        (r["call"]["source"]["file"], r["result"]["source"]["file"])
+        for r in three
+        if r["kind"] == "pair" and r["call"]["source"]["file"] != r["result"]["source"]["file"]
+    }
+    assert {(day1.name, "mid.jsonl"), ("mid.jsonl", last.name)} <= crossing
