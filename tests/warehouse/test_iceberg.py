@@ -56,6 +56,13 @@ def test_a_run_appends_one_snapshot_per_kind_and_a_rerun_adds_nothing(
     arguments = [c["arguments"] for c in pairs.column("call").to_pylist()]
     assert all(json.loads(a) is not None for a in arguments)  # JSON text, whatever its keys
 
+    # DuckDB over the table (the README's query), typed by the table's schema
+    pytest.importorskip("duckdb")
+    con = tables["pairs"].scan().to_duckdb("pairs")
+    assert con.sql("SELECT count(call_ts), count(*) FROM pairs").fetchall() == [(len(got), len(got))]
+    types = dict(con.sql("SELECT column_name, column_type FROM (DESCRIBE pairs)").fetchall())
+    assert types["call_ts"] == "TIMESTAMP WITH TIME ZONE" and types["failures"] == "VARCHAR[]"
+
     assert _pair(EXAMPLE) == 0  # the same day again: nothing added
     for name in TABLES:
         table = catalog.load_table(("ai_tools", name))  # type: ignore[attr-defined]

@@ -381,5 +381,6 @@ def render_summary(
         f" ({'ok' if events_in == events_out else 'MISMATCH'})"
     )
     ran = "" if engine is None else f", {engine} engine"
-    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
+    where = "records to stdout" if str(out) == STDOUT else f"outputs in {out}/"
+    lines.append(f"{where} ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
     return "\n".join(lines)
