@@ -150,3 +150,20 @@ def test_three_runs_and_stdin_equal_one(tmp_path: Path, halves: tuple[Path, Path
         if r["kind"] == "pair" and r["call"]["source"]["file"] != r["result"]["source"]["file"]
     }
     assert {(day1.name, "mid.jsonl"), ("mid.jsonl", last.name)} <= crossing
+
+
+def test_a_broken_state_or_flush_without_state_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "x.jsonl"
+    src.write_text('{"conversation_id":"c","type":"tool_call","id":"a","name":"n"}\n')
+    assert main(["pair", str(src), "--out", str(tmp_path / "o"), "--flush", "-q"]) == 2
+    assert "--state" in capsys.readouterr().err
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "state.jsonl.gz").write_bytes(b"not gzip")
+    assert main(["pair", str(src), "--out", str(tmp_path / "o"), "--state", str(state), "-q"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot read --state" in err
+    assert not (tmp_path / "o").exists()
+    assert [p.name for p in state.iterdir()] == ["state.jsonl.gz"]  # no spool left behind

@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         if args.summary_json is not None:
             check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
         check_inputs(inputs)  # all of them, before anything is written
-        state = None if args.state is None else RunState(args.state, [name for _, name in named])
+        state = _open_state(args, [name for _, name in named])
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
@@ -195,6 +195,15 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr if str(args.out) == STDOUT else sys.stdout,
         )
     return 0
+
+
+def _open_state(args: argparse.Namespace, names: list[str]) -> RunState | None:
+    """`--state DIR` (checked against the inputs' names), or None; `--flush` needs it."""
+    if args.state is None:
+        if args.flush:
+            raise OutputRefused("--flush ends what --state carries: give it with --state DIR")
+        return None
+    return RunState(args.state, names)
 
 
 def _pair_inputs(
