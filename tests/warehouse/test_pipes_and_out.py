@@ -82,3 +82,9 @@ def test_an_existing_non_empty_out_is_refused_unless_overwrite(tmp_path: Path) -
     assert (out / "pairs.jsonl").read_bytes() == before
     (tmp_path / "empty").mkdir()  # an empty directory is fine
     assert _run(str(EXAMPLE), "--out", str(tmp_path / "empty"), "-q").returncode == 0
+
+
+def test_out_dash_is_jsonl_only() -> None:
+    proc = _run(str(EXAMPLE), "--out", "-", "--output-format", "parquet")
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.decode().strip().count("\n") == 0 and b"--out - writes JSONL" in proc.stderr

@@ -94,6 +94,8 @@ def open_sink(
 ) -> Sink:
     """The sink for `--out` (a directory, or `-` for stdout) and `--output-format`."""
     if str(out) == STDOUT:
+        if output_format != "jsonl":
+            raise OutputRefused(f"--out - writes JSONL; --output-format {output_format} needs a target")
         from stream_pairer.adapters.sinks.stdout import StdoutSink  # noqa: PLC0415 - by option
 
         return StdoutSink()
