@@ -186,6 +186,9 @@ class RunState:
             entry = held.setdefault(where, {"blocks": [], "conversations": []})
             entry["blocks"].append(ev["block"])
             entry["conversations"].append(d["conversation_id"])
+        lost = [w for w in held if w not in self._offsets]
+        if lost:  # never expected: every fed record is spooled; fail the run rather than drop events
+            raise InputError(f"--state: a held event's record was not kept ({lost[0].decode()})")
         f = self._spool
         f.flush()
         for where, entry in sorted(held.items(), key=lambda kv: self._offsets[kv[0]]):
