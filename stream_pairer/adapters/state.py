@@ -27,9 +27,9 @@ Not carried (README, Incremental runs): the closed ids of finished pairs and tim
 OTel logs. Two runs therefore equal one run for every event held across the boundary; these three
 differ only for records that repeat or relate to events finished in an earlier run.
 
-The input records of a run are spooled to a temporary file in DIR while it runs (so held ones can
-be written, stdin included); the state (`state.jsonl.gz`) is replaced only after the outputs were
-completed, through a temporary file and a rename.
+The input records of a run are spooled to a temporary file in DIR while it runs, about the
+input's size (so held ones can be written, stdin included); the state (`state.jsonl.gz`) is
+replaced only after the outputs were completed, through a temporary file and a rename.
 """
 
 from __future__ import annotations
@@ -152,9 +152,12 @@ class RunState:
     # ------------------------------------------------------------------ this run
 
     def _spool_record(self, source: Source, raw: bytes, key: str | None) -> None:
+        """One record in the spool: a header line `[key, size]`, then the raw bytes as read (the
+        spool costs about the input's size; its source is the offsets' key)."""
         f = self._spool
         self._offsets[_where(source)] = f.tell()
-        f.write(orjson.dumps({"source": source, "key": key, "raw": base64.b64encode(raw).decode()}) + b"\n")
+        f.write(orjson.dumps([key, len(raw)]) + b"\n")
+        f.write(raw)
 
     def records(self, name: str, **kwargs: Any) -> FileRecords:
         """A `FileRecords` whose records are also spooled, so the held ones can be saved."""
@@ -193,13 +196,13 @@ class RunState:
         f.flush()
         for where, entry in sorted(held.items(), key=lambda kv: self._offsets[kv[0]]):
             f.seek(self._offsets[where])
-            spooled = orjson.loads(f.readline())
-            raw = base64.b64decode(spooled["raw"])
+            key, size = orjson.loads(f.readline())
+            raw = f.read(size)
             try:
                 text: dict[str, Any] = {"raw": raw.decode()}
             except UnicodeDecodeError:
-                text = {"raw_base64": spooled["raw"]}
-            self.held.append({"source": spooled["source"], "key": spooled["key"], **entry, **text})
+                text = {"raw_base64": base64.b64encode(raw).decode()}
+            self.held.append({"source": orjson.loads(where), "key": key, **entry, **text})
             self.carried_out += len(entry["blocks"])
 
     def uncount(self, summary: Summary) -> Summary:
