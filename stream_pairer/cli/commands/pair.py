@@ -282,13 +282,17 @@ def feed_file(
     pipeline: Pipeline | NativePipeline,
     records: FileRecords,
     write: Callable[[Sequence[Record | bytes]], None],
-    tick: Callable[[Summary], None] | None = None,
+    tick: Callable[[Callable[[], Summary]], None] | None = None,
 ) -> int:
     """Every record of one input file through the pipeline; returns the record bytes read (see
     OutputSize). A session id announced by a record (Codex `session_meta`) becomes the
     conversation of the file's later records, unless --conversation-id fixed it."""
     info = pipeline.info
     size = 0
+
+    def summary() -> Summary:  # built only when the progress line is due (the core assembles it)
+        return pipeline.summary
+
     for source, raw, key in records:
         if isinstance(raw, Oversize):
             size += raw.size
@@ -299,7 +303,7 @@ def feed_file(
             if info.session_id is not None and records.forced is None:
                 records.set_session(info.session_id)
         if tick is not None:
-            tick(pipeline.summary)
+            tick(summary)
     return size
 
 
@@ -313,7 +317,7 @@ class _Progress:
         self.shown = False
         self._n = 0
 
-    def tick(self, summary: Summary) -> None:
+    def tick(self, summary_of: Callable[[], Summary]) -> None:
         self._n += 1
         if self.stream is None or self._n & 1023:
             return
@@ -321,6 +325,7 @@ class _Progress:
         if now < self.next_at:
             return
         self.next_at = now + PROGRESS_EVERY_S
+        summary = summary_of()
         rate = summary.records / max(now - self.started, 1e-9)
         end = "\r" if self.stream.isatty() else "\n"
         self.stream.write(f"stream-pairer: {summary.records:,} records, {rate:,.0f}/s{end}")
