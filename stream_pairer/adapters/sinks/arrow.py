@@ -10,8 +10,9 @@ absence into one clear line instead of a traceback.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from typing import Any, Final
 
 import orjson
@@ -64,25 +65,40 @@ def arrow_schema(table: str, *, json_type: bool = True) -> Any:
     return pa.schema(fields, metadata={"stream_pairer.table": table})
 
 
-def _value(col: Column, v: Any) -> Any:
-    if v is None:
-        return None
-    t = col.type
-    if t == "timestamp":
-        return datetime.fromisoformat(v) if type(v) is str else None
-    if t == "json":
-        return orjson.dumps(v).decode()
-    if t == "struct":
-        return row(col.fields, v) if type(v) is dict else None
-    return v
+_TIMESTAMP, _JSON, _STRUCT = 1, 2, 3
 
 
-def row(columns: tuple[Column, ...], rec: dict[str, Any]) -> dict[str, Any]:
-    """A record as Arrow takes it: timestamps parsed, JSON values as their text, nothing else.
-    Sinks buffer rows, not decoded records: a payload as one string costs a fraction of the
-    nested objects it decodes to (the buffered batch is the sinks' memory)."""
-    get = rec.get
-    return {c.name: _value(c, get(c.name)) for c in columns}
+def _plan(columns: tuple[Column, ...]) -> tuple[tuple[str, int, Any], ...]:
+    """The columns whose values need converting, and how: the others pass as they are."""
+    how = {"timestamp": _TIMESTAMP, "json": _JSON, "struct": _STRUCT}
+    return tuple(
+        (c.name, how[c.type], _plan(c.fields) if c.type == "struct" else None)
+        for c in columns
+        if c.type in how
+    )
+
+
+def _convert(plan: tuple[tuple[str, int, Any], ...], rec: dict[str, Any]) -> dict[str, Any]:
+    for name, how, sub in plan:
+        v = rec.get(name)
+        if v is None:
+            continue
+        if how == _TIMESTAMP:
+            rec[name] = datetime.fromisoformat(v) if type(v) is str else None
+        elif how == _JSON:
+            rec[name] = orjson.dumps(v).decode()
+        else:
+            rec[name] = _convert(sub, v) if type(v) is dict else None
+    return rec
+
+
+@cache
+def row_converter(table: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """`convert(record)`: a decoded record of `table` as Arrow takes it, converted in place:
+    timestamps parsed, JSON values as their text; other fields as they are (a missing one is
+    null). Sinks buffer rows, not decoded records: a payload as one string costs a fraction of
+    the nested objects it decodes to (the buffered batch is the sinks' memory)."""
+    return partial(_convert, _plan(table_columns(table)))
 
 
 def to_table(table: str, rows: list[dict[str, Any]], *, json_type: bool = True) -> Any:

@@ -29,8 +29,8 @@ from typing import Any, Final
 import orjson
 
 from stream_pairer.adapters.sinks import Closing, encoded
-from stream_pairer.adapters.sinks.arrow import require, row, to_table
-from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES, table_columns
+from stream_pairer.adapters.sinks.arrow import require, row_converter, to_table
+from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
 from stream_pairer.adapters.sinks.ddl import iceberg_schema
 from stream_pairer.core.vocab import Record
 from stream_pairer.errors import InputError, OutputRefused
@@ -66,7 +66,7 @@ class IcebergSink(Closing):
             self.bytes_by_kind[kind] += len(rec)
             table = TABLE_OF_KIND[kind]
             rows = self._rows[table]
-            rows.append(row(table_columns(table), orjson.loads(rec)))
+            rows.append(row_converter(table)(orjson.loads(rec)))
             if len(rows) >= BATCH_ROWS:
                 self._batches[table].append(to_table(table, rows, json_type=False))
                 rows.clear()

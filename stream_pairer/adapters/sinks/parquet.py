@@ -25,8 +25,8 @@ import orjson
 
 from stream_pairer.adapters.files import check_output_dir
 from stream_pairer.adapters.sinks import Closing, encoded
-from stream_pairer.adapters.sinks.arrow import arrow_schema, event_day, require, row, to_table
-from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES, table_columns
+from stream_pairer.adapters.sinks.arrow import arrow_schema, event_day, require, row_converter, to_table
+from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
 from stream_pairer.core.vocab import Record
 from stream_pairer.errors import InputError
 
@@ -52,7 +52,7 @@ class ParquetSink(Closing):
         self.out_dir = out_dir
         self.partition = partition
         self.schemas = {t: arrow_schema(t) for t in TABLES}
-        self.columns = {t: table_columns(t) for t in TABLES}
+        self.convert = {t: row_converter(t) for t in TABLES}
         self._rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._writers: dict[tuple[str, str], Any] = {}
         self.bytes_by_kind: dict[str, int] = dict.fromkeys(TABLE_OF_KIND, 0)
@@ -72,7 +72,7 @@ class ParquetSink(Closing):
             table = TABLE_OF_KIND[kind]
             key = (table, event_day(d) if self.partition else "")
             rows = self._rows.setdefault(key, [])
-            rows.append(row(self.columns[table], d))
+            rows.append(self.convert[table](d))
             if len(rows) >= BATCH_ROWS:
                 self._flush(key)
 
