@@ -11,6 +11,10 @@ summary and the sidecar's counters count them: record bytes in, record bytes out
     python bench/output_size.py                               # K=1000, 50k records + drain
     python bench/output_size.py --conversations 1000 --records 200000
 
+Then the same two inputs through the `pair` command as a user runs it (`measure_files`): file mode,
+`source` = {file: the input's name, line}, failure tagging on, for each `--raw` mode, and the size of
+`--output-format parquet` (zstd) next to the JSONL it replaces (issue 26: the README's figures).
+
 It prints figures (and appends them to bench/results/output_size.jsonl); it asserts nothing.
 """
 
@@ -100,6 +104,43 @@ def measure(label: str, cfg: EngineConfig, recs: Records) -> None:
         record("output_size", row)
 
 
+def _dir_bytes(d: Path, suffix: str) -> int:
+    return sum(p.stat().st_size for p in d.rglob(f"*{suffix}"))
+
+
+def measure_files(label: str, path: Path) -> None:
+    """`stream-pairer pair PATH --raw MODE` (JSONL), then `--output-format parquet`, file bytes."""
+    import tempfile  # noqa: PLC0415
+
+    from stream_pairer.cli.app import main as cli  # noqa: PLC0415
+
+    size = path.stat().st_size
+    print(f"{label} through `pair` (file mode, tagging on): {size:,} bytes in (the file)")
+    head = f"{'summary out/in':>14s} {'jsonl bytes':>13s} {'parquet bytes':>14s} {'parquet/jsonl':>13s}"
+    print(f"  {'--raw':6s} {head}")
+    for mode in RawMode:
+        with tempfile.TemporaryDirectory() as tmp:
+            j, q, summary = Path(tmp) / "j", Path(tmp) / "q", Path(tmp) / "s.json"
+            argv = [str(path), "--raw", mode.value, "-q"]
+            assert cli(["pair", *argv, "--out", str(j), "--summary-json", str(summary)]) == 0
+            assert cli(["pair", *argv, "--out", str(q), "--output-format", "parquet"]) == 0
+            ratio = orjson.loads(summary.read_bytes())["output_bytes_per_input_byte"]
+            jsonl, parquet = _dir_bytes(j, ".jsonl"), _dir_bytes(q, ".parquet")
+        print(f"  {mode.value:6s} {ratio:14.3f} {jsonl:13,} {parquet:14,} {parquet / jsonl:13.3f}")
+        record(
+            "output_size",
+            {
+                "input": f"{label} (pair, file mode)",
+                "raw": mode.value,
+                "input_bytes": size,
+                "output_per_input": ratio,
+                "jsonl_file_bytes": jsonl,
+                "parquet_file_bytes": parquet,
+                "parquet_per_jsonl": round(parquet / jsonl, 4),
+            },
+        )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--conversations", type=int, default=1000)
@@ -113,6 +154,13 @@ def main() -> int:
     lines = [line.rstrip(b"\r") for line in EXAMPLE.read_bytes().split(b"\n")]
     example = [(str(EXAMPLE.name), line) for line in lines if line.strip()]
     measure("examples/mixed.jsonl", EngineConfig(), example)
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as tmp:
+        traffic = Path(tmp) / "traffic.jsonl"
+        traffic.write_bytes(b"".join(v + b"\n" for _, v in ds.all))
+        measure_files(f"bench/datagen.py K={args.conversations:,}", traffic)
+    measure_files("examples/mixed.jsonl", EXAMPLE)
     return 0
 
 

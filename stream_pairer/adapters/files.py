@@ -14,7 +14,7 @@ Reading (`FileRecords`, `expand_inputs`) is the part that knows what files look 
   one message is held at a time, or one sample of an eval log). Each item is fed as one record;
   its `source.line` is its ordinal in the document and `source.item` its JSON path.
 * Conversation ids: in file mode a record without its own conversation field belongs to its
-  file's conversation (the path, or `--conversation-id`); a document's own id field at the top
+  file's conversation (its name, see naming.py, or `--conversation-id`); a document's own id field at the top
   (gemini-cli `sessionId`...) and an eval sample's id/epoch refine it; a session id announced by a
   record (Codex `session_meta`) applies to the rest of the file.
 * Directories are walked recursively and globs expanded, in sorted (stable) order.
@@ -37,6 +37,7 @@ from typing import IO, Any, Final
 
 import orjson
 
+from stream_pairer.adapters.sinks import Closing
 from stream_pairer.core.vocab import DeadLetterReason, Record, RecordKind
 from stream_pairer.errors import InputError, OutputRefused
 
@@ -205,7 +206,8 @@ class FileRecords:
     Iterating yields (source, record bytes or Oversize, key). `key` is the conversation id of
     records that carry none: `--conversation-id` when given (`forced`), else a session id
     announced earlier in the file (`set_session`, e.g. Codex `session_meta`), else a document's
-    own id (its top-level conversation field, an eval sample's id), else the file's path."""
+    own id (its top-level conversation field, an eval sample's id), else the file's name `label`
+    (its name in the outputs, also `source.file`: see naming.py)."""
 
     def __init__(
         self,
@@ -214,9 +216,10 @@ class FileRecords:
         max_bytes: int | None = None,
         conversation_id: str | None = None,
         conversation_fields: tuple[str, ...] = (),
+        label: str | None = None,
     ) -> None:
         self.name = name
-        self.label = "<stdin>" if name == "-" else name
+        self.label = label if label is not None else "-" if name == "-" else name
         self.max_bytes = max_bytes
         self.forced = conversation_id
         self.fields = frozenset(f for f in conversation_fields if "." not in f)
@@ -454,7 +457,7 @@ def _sample_messages(s: int, sample: Any, label: str) -> Iterator[tuple[str, Any
         yield f"samples[{s}].messages[{i}]", m, key
 
 
-class OutputWriter:
+class OutputWriter(Closing):
     """The three output files of the file mode; one JSON object per line.
 
     Built so that a run cannot destroy data (issue 14, item 8):
@@ -542,15 +545,6 @@ class OutputWriter:
             with contextlib.suppress(OSError):
                 temp.unlink()
         self._temps.clear()
-
-    def __enter__(self) -> OutputWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def _refuse_non_regular(path: Path) -> None:

@@ -71,7 +71,8 @@ def test_symlink_at_an_output_path_is_not_followed(
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     (out / "pairs.jsonl").symlink_to(victim)
-    assert main(["pair", str(EXAMPLE), "--out", str(out), "-q"]) == 2
+    assert main(["pair", str(EXAMPLE), "--out", str(out), "-q"]) == 2  # not empty
+    assert main(["pair", str(EXAMPLE), "--out", str(out), "-q", "--overwrite"]) == 2
     assert "symbolic link" in capsys.readouterr().err
     assert victim.read_text() == "precious\n"
     assert (out / "pairs.jsonl").is_symlink()

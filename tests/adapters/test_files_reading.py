@@ -98,7 +98,7 @@ def test_a_1_gib_line_is_not_read_into_memory(tmp_path: Path) -> None:
     assert peak_kib < 200 * 1024, f"peak RSS {peak_kib} KiB for a 1 GiB line"  # far below 1 GiB
     (dead,) = [json.loads(x) for x in (out / "dead_letter.jsonl").read_text().splitlines()]
     assert dead["reason"] == "too_large" and dead["raw_bytes"] > gib and dead["raw_truncated"] is True
-    assert dead["source"] == {"file": str(path), "line": 1}
+    assert dead["source"] == {"file": path.name, "line": 1}  # named by its base name (naming.py)
     assert len(dead["raw"]) <= files.OVERSIZE_HEAD
     orphans = [json.loads(x) for x in (out / "orphans.jsonl").read_text().splitlines()]
     assert [o["event"]["id"] for o in orphans] == ["y"]  # the next line is read as usual
@@ -252,7 +252,7 @@ def test_a_rerun_into_an_output_directory_inside_the_inputs_does_not_read_its_ou
     (logs / "s.jsonl").write_text('{"conversation_id":"c","type":"tool_call","id":"a","name":"n"}\n')
     out = logs / "out"
     for _ in range(2):
-        assert main(["pair", str(logs), "--out", str(out), "-q"]) == 0
+        assert main(["pair", str(logs), "--out", str(out), "-q", "--overwrite"]) == 0
         orphans = [json.loads(x) for x in (out / "orphans.jsonl").read_text().splitlines()]
         assert [o["event"]["id"] for o in orphans] == ["a"]  # not its own previous outputs
     assert expand_inputs([str(logs)], skip_dir=out) == [str(logs / "s.jsonl")]
@@ -269,7 +269,7 @@ def test_pair_on_a_directory_gives_one_conversation_per_file(tmp_path: Path) -> 
     out = tmp_path / "out"
     assert main(["pair", str(d), "--out", str(out), "-q"]) == 0
     pairs = [json.loads(x) for x in (out / "pairs.jsonl").read_text().splitlines()]
-    assert sorted(p["conversation_id"] for p in pairs) == [str(d / "one.jsonl"), str(d / "two.jsonl")]
+    assert sorted(p["conversation_id"] for p in pairs) == ["one.jsonl", "two.jsonl"]  # names below the dir
 
 
 # ---------------------------------------------------------------------------------------------- options

@@ -35,7 +35,9 @@ def test_readme_mapping_example_runs_as_written(
     log.write_text(ex["jsonl"])
     program.write_text(ex["jq"])
     for engine in ("python", "native"):
-        code = main(["pair", str(log), "--out", str(out), "--map", str(program), "--engine", engine])
+        code = main(
+            ["pair", str(log), "--out", str(out), "--map", str(program), "--engine", engine, "--overwrite"]
+        )
         if code == 2 and engine == "native" and "not built" in capsys.readouterr().err:
             continue  # no compiled core in this install: the python run above still counts
         assert code == 0

@@ -100,7 +100,7 @@ def test_example_match_types_and_reasons(tmp_path: Path) -> None:
     assert dl == ["invalid_json", "unknown_shape"]
     # line 32 names no conversation: in file mode it belongs to its file's conversation
     (c3,) = [o for o in outs["orphans"] if o["event"]["id"] == "c-3"]
-    assert c3["conversation_id"] == str(EXAMPLE)
+    assert c3["conversation_id"] == EXAMPLE.name  # its name, not the path as typed
     # the resumed Claude Code session reuses toolu_01GrepAbc: paired inside each session
     grep_pairs = [p for p in outs["pairs"] if p["call"]["id"] == "toolu_01GrepAbc"]
     assert sorted(p["conversation_id"] for p in grep_pairs) == ["cc-7f3a", "cc-9b21"]
@@ -126,7 +126,7 @@ def test_gzip_and_stdin_inputs(tmp_path: Path) -> None:
     assert b"conservation:" in proc.stdout and b"(ok)" in proc.stdout
     piped = read_jsonl(tmp_path / "c" / "pairs.jsonl")
     assert [ident(p) for p in piped] == [ident(p) for p in plain["pairs"]]
-    assert piped[0]["call"]["source"]["file"] == "<stdin>"
+    assert piped[0]["call"]["source"]["file"] == "-"
 
 
 def test_invalid_utf8_goes_to_dead_letter_as_base64(tmp_path: Path) -> None:

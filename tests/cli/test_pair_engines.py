@@ -134,7 +134,7 @@ def test_auto_and_the_environment_variable_choose_the_engine(
     default of --engine (the CLI's convention), and the summary names the engine that ran."""
     monkeypatch.setattr(pair_command, "tagger_from_args", lambda _args: None)
     monkeypatch.delenv("STREAM_PAIRER_ENGINE", raising=False)
-    argv = ["pair", str(EXAMPLES[0]), "--out", str(tmp_path / "a")]
+    argv = ["pair", str(EXAMPLES[0]), "--out", str(tmp_path / "a"), "--overwrite"]
     assert main(argv) == 0
     assert "native engine" in capsys.readouterr().out
     monkeypatch.setenv("STREAM_PAIRER_ENGINE", "python")

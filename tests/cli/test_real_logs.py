@@ -163,7 +163,7 @@ def test_wire_log_counts_resent_history_once(tmp_path: Path) -> None:
     # history of the next request
     london = pairs["toolu_01London8Kd4"]
     assert london["call"]["source"]["line"] == 5 and london["result"]["source"]["line"] == 5
-    assert {p["conversation_id"] for p in res["pairs"]} == {str(SAMPLES / "wire_anthropic.jsonl")}
+    assert {p["conversation_id"] for p in res["pairs"]} == {"wire_anthropic.jsonl"}
 
 
 def test_wire_request_starts() -> None:
@@ -256,8 +256,8 @@ def test_inspect_eval_log_one_conversation_per_sample(tmp_path: Path) -> None:
     assert timeout["result"]["is_error"] is True and timeout["outcome"] == "error"
     assert timeout["result"]["name"] == "web_search" and timeout["failure"] == "execution"
     assert pairs["call_a2Search"]["outcome"] == "ok"
-    assert pairs["call_a1Search"]["conversation_id"] == f"{path}#sample=task-17,epoch=1"
-    assert pairs["call_b1Bash"]["conversation_id"] == f"{path}#sample=task-18,epoch=1"
+    assert pairs["call_a1Search"]["conversation_id"] == f"{path.name}#sample=task-17,epoch=1"
+    assert pairs["call_b1Bash"]["conversation_id"] == f"{path.name}#sample=task-18,epoch=1"
     assert pairs["call_b1Bash"]["call"]["source"]["item"] == "samples[1].messages[1]"
 
 
@@ -265,7 +265,7 @@ def test_array_and_pretty_printed_documents(tmp_path: Path) -> None:
     res = run(tmp_path, DOCS / "chat_array.json", DOCS / "anthropic_request.json")
     pairs = pairs_by_call(res)
     assert sorted(pairs) == ["call_R0me1", "toolu_01Notes"]
-    assert pairs["call_R0me1"]["conversation_id"] == str(DOCS / "chat_array.json")
+    assert pairs["call_R0me1"]["conversation_id"] == "chat_array.json"
     assert pairs["toolu_01Notes"]["result"]["content"] == "buy milk"
     assert res["dead_letter"] == []
 

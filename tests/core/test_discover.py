@@ -209,7 +209,7 @@ def test_a_discovered_file_audits_clean(tmp_path: Path, capsys: pytest.CaptureFi
     log.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b"\n")
     out = tmp_path / "out"
     for engine in ("python", "native"):
-        code = main(["pair", str(log), "--out", str(out), "--engine", engine])
+        code = main(["pair", str(log), "--out", str(out), "--engine", engine, "--overwrite"])
         printed = capsys.readouterr()
         if code == 2 and "not built" in printed.err:
             continue
@@ -270,5 +270,5 @@ def test_the_summary_says_discovered_events_are_guesses(
     assert main(["pair", str(log), "--out", str(tmp_path / "out")]) == 0
     assert "note: `discovered` events are guesses" in capsys.readouterr().out
     log.write_bytes(b'{"conversation_id": "c", "type": "tool_call", "id": "x", "name": "n"}\n')
-    assert main(["pair", str(log), "--out", str(tmp_path / "out")]) == 0
+    assert main(["pair", str(log), "--out", str(tmp_path / "out"), "--overwrite"]) == 0
     assert "discovered" not in capsys.readouterr().out

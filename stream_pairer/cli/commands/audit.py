@@ -21,8 +21,9 @@ from typing import TextIO
 
 import orjson
 
-from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, expand_inputs, read_lines
+from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, read_lines
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
+from stream_pairer.adapters.naming import named_inputs
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
 from stream_pairer.cli.options import (
@@ -118,7 +119,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser,
         "--conversation-id",
-        help="the conversation id the run gave records without one (files mode; default: the file path)",
+        help="the conversation id the run gave records without one (files mode; default: the "
+        "file's name, README File mode)",
     )
     add_option(
         parser,
@@ -228,13 +230,14 @@ def audit_files(
     config = auditor.format_config
     tick = _AuditProgress(progress)
     out_dir = next((o for o in outputs if o.is_dir()), None)  # as `pair` skipped it in a walk
-    for name in expand_inputs(inputs, skip_dir=out_dir):
+    for input_path, name in named_inputs(inputs, skip_dir=out_dir):
         stream = auditor.add_stream(("file", name), name, 1)
         records = FileRecords(
-            name,
+            input_path,
             max_bytes=config.max_record_bytes,
             conversation_id=conversation_id,
             conversation_fields=config.conversation_fields,
+            label=name,
         )
         for source, raw, key in records:
             if isinstance(raw, Oversize):

@@ -13,14 +13,15 @@ from typing import Any, TextIO
 
 from stream_pairer.adapters.files import (
     FileRecords,
-    OutputWriter,
     Oversize,
     check_extra_output,
     check_inputs,
     check_output_dir,
-    expand_inputs,
     write_private_file,
 )
+from stream_pairer.adapters.naming import named_inputs
+from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, open_sink
+from stream_pairer.adapters.state import RunState
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -58,7 +59,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         short="-o",
         type=Path,
         required=os.environ.get(env_name("--out")) is None,
-        help="output directory",
+        help="output directory, or - for stdout (every record as a JSON line with its kind; the "
+        "summary goes to stderr)",
+    )
+    add_option(
+        parser,
+        "--output-format",
+        choices=FORMATS,
+        default="jsonl",
+        help="jsonl files; typed parquet tables (zstd); or iceberg: append to the tables of --out "
+        "CATALOG/NAMESPACE, a pyiceberg catalog (parquet and iceberg need the warehouse extra)",
+    )
+    add_option(
+        parser,
+        "--partition-by-day",
+        action="store_true",
+        default=False,
+        help="parquet: Hive directories dt=YYYY-MM-DD by event day (dt=unknown without a time)",
+    )
+    add_option(
+        parser,
+        "--overwrite",
+        action="store_true",
+        default=False,
+        help="replace the outputs of an existing, non-empty --out (refused without it)",
     )
     add_option(
         parser,
@@ -73,7 +97,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "--conversation-id",
         help="conversation id of the records that carry none (default: one conversation per input "
-        "file, named by its path; a Codex session_meta id or a document's own id refines it)",
+        "file, named by its path below its argument; a Codex session_meta id or a document's own "
+        "id refines it)",
+    )
+    add_option(
+        parser,
+        "--stdin-name",
+        help="the name of stdin (-) in the outputs (source.file, the conversation of records without "
+        "one); give a file's name to get that file's pair_ids (default: -)",
+    )
+    add_option(
+        parser,
+        "--state",
+        type=Path,
+        help="incremental runs: carry held calls and results (and their clocks) from one run to the "
+        "next in this directory, instead of ending them at the end of the input (README, Incremental "
+        "runs)",
+    )
+    add_option(
+        parser,
+        "--flush",
+        action="store_true",
+        default=False,
+        help="with --state: end everything still held at the end of this run (the final run)",
     )
     add_engine_arguments(parser)
 
@@ -92,45 +138,44 @@ def run(args: argparse.Namespace) -> int:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
     try:
-        inputs = expand_inputs(args.inputs, skip_dir=args.out)
-        check_output_dir(args.out, inputs)
+        named = named_inputs(args.inputs, skip_dir=args.out, stdin_name=args.stdin_name)
+        inputs = [path for path, _ in named]
+        check_output_dir(args.out, inputs)  # the more specific refusal first
+        check_out(args.out, overwrite=args.overwrite, output_format=args.output_format)
         if args.summary_json is not None:
             check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
         check_inputs(inputs)  # all of them, before anything is written
+        state = _open_state(args, [name for _, name in named])
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
-    input_bytes = 0
     try:
-        with OutputWriter(args.out, inputs) as writer:
-            for name in inputs:
-                records = FileRecords(
-                    name,
-                    max_bytes=format_config.max_record_bytes,
-                    conversation_id=args.conversation_id,
-                    conversation_fields=format_config.conversation_fields,
-                )
-                input_bytes += feed_file(pipeline, records, writer.write, progress.tick)
-            # End of a finite input: an open call will never get its result, and a held result's
-            # call will never come; both are kept as orphans, never dropped.
-            writer.write(
-                pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
-            )
+        sink = open_sink(args.out, inputs, output_format=args.output_format, partition=args.partition_by_day)
+        with sink as writer:
+            input_bytes = _pair_inputs(pipeline, named, args, writer, progress, state=state)
+        if state is not None:
+            state.save([name for _, name in named])
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
+    finally:
+        if state is not None:
+            state.close()
     progress.done()
     elapsed = time.monotonic() - started
     # The compiled core keeps the tagger's counts itself (the tagger object only gave settings).
     crossings = dict(getattr(pipeline, "crossings", None) or getattr(tagger, "crossings", {}))
     size = OutputSize(input_bytes, dict(writer.bytes_by_kind))
+    summary = pipeline.summary if state is None else state.uncount(pipeline.summary)
+    carried = None if state is None else (state.carried_in, state.carried_out)
     if args.summary_json is not None:
         import orjson  # noqa: PLC0415 - only needed for this option
 
         body = (
-            pipeline.summary.as_dict()
+            summary.as_dict()
+            | ({} if carried is None else {"events_carried_in": carried[0], "events_carried_out": carried[1]})
             | {
                 "loop_cap_crossings": crossings,
                 "history_ids_forgotten": pipeline.dedup.forgotten,
@@ -144,9 +189,63 @@ def run(args: argparse.Namespace) -> int:
         except InputError as err:
             print(f"stream-pairer pair: {err}", file=sys.stderr)
             return 2 if isinstance(err, OutputRefused) else 1
-    if not args.quiet:
-        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size, engine=engine))
+    if not args.quiet:  # beside the records when they go to stdout
+        print(
+            render_summary(summary, elapsed, args.out, crossings, size, engine=engine, carried=carried),
+            file=sys.stderr if str(args.out) == STDOUT else sys.stdout,
+        )
     return 0
+
+
+def _open_state(args: argparse.Namespace, names: list[str]) -> RunState | None:
+    """`--state DIR` (checked against the inputs' names), or None; `--flush` needs it."""
+    if args.state is None:
+        if args.flush:
+            raise OutputRefused("--flush ends what --state carries: give it with --state DIR")
+        return None
+    return RunState(args.state, names)
+
+
+def _pair_inputs(
+    pipeline: Pipeline | NativePipeline,
+    named: list[tuple[str, str]],
+    args: argparse.Namespace,
+    writer: Sink,
+    progress: _Progress,
+    *,
+    state: RunState | None,
+) -> int:
+    """Every input through the pipeline into `writer`; returns the input bytes. With `--state`,
+    the previous run's held events are fed back first, and what is still held at the end is
+    carried to the next run (adapters/state.py) unless `--flush`."""
+    format_config = pipeline.format_config
+    write = writer.write
+    if state is not None:
+        inner = write
+
+        def write(records: Sequence[Record | bytes]) -> None:
+            state.observe(records)
+            inner(records)
+
+        write(state.restore(pipeline))
+    input_bytes = 0
+    for path, name in named:
+        make = FileRecords if state is None else state.records
+        records = make(
+            path,
+            max_bytes=format_config.max_record_bytes,
+            conversation_id=args.conversation_id,
+            conversation_fields=format_config.conversation_fields,
+            label=name,
+        )
+        input_bytes += feed_file(pipeline, records, write, progress.tick)
+    if state is not None and not args.flush:
+        state.carry(pipeline)
+        return input_bytes
+    # End of a finite input: an open call will never get its result, and a held result's
+    # call will never come; both are kept as orphans, never dropped.
+    write(pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value))
+    return input_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,13 +282,17 @@ def feed_file(
     pipeline: Pipeline | NativePipeline,
     records: FileRecords,
     write: Callable[[Sequence[Record | bytes]], None],
-    tick: Callable[[Summary], None] | None = None,
+    tick: Callable[[Callable[[], Summary]], None] | None = None,
 ) -> int:
     """Every record of one input file through the pipeline; returns the record bytes read (see
     OutputSize). A session id announced by a record (Codex `session_meta`) becomes the
     conversation of the file's later records, unless --conversation-id fixed it."""
     info = pipeline.info
     size = 0
+
+    def summary() -> Summary:  # built only when the progress line is due (the core assembles it)
+        return pipeline.summary
+
     for source, raw, key in records:
         if isinstance(raw, Oversize):
             size += raw.size
@@ -200,7 +303,7 @@ def feed_file(
             if info.session_id is not None and records.forced is None:
                 records.set_session(info.session_id)
         if tick is not None:
-            tick(pipeline.summary)
+            tick(summary)
     return size
 
 
@@ -214,7 +317,7 @@ class _Progress:
         self.shown = False
         self._n = 0
 
-    def tick(self, summary: Summary) -> None:
+    def tick(self, summary_of: Callable[[], Summary]) -> None:
         self._n += 1
         if self.stream is None or self._n & 1023:
             return
@@ -222,6 +325,7 @@ class _Progress:
         if now < self.next_at:
             return
         self.next_at = now + PROGRESS_EVERY_S
+        summary = summary_of()
         rate = summary.records / max(now - self.started, 1e-9)
         end = "\r" if self.stream.isatty() else "\n"
         self.stream.write(f"stream-pairer: {summary.records:,} records, {rate:,.0f}/s{end}")
@@ -241,6 +345,7 @@ def render_summary(
     size: OutputSize | None = None,
     *,
     engine: str | None = None,
+    carried: tuple[int, int] | None = None,
 ) -> str:
     rows: list[tuple[str, int | str]] = [
         ("records read", s.records),
@@ -277,11 +382,17 @@ def render_summary(
         ratio = size.ratio
         rows.append(("output bytes per input byte", "-" if ratio is None else f"{ratio:.2f}"))
     acc = s.accounted()
+    if carried is not None:  # --state: events held across the run boundary count on both sides
+        rows.append(("events carried in (--state)", carried[0]))
+        rows.append(("events carried out (--state)", carried[1]))
+    events_in = acc["events_in"] + (carried[0] if carried else 0)
+    events_out = acc["events_out"] + (carried[1] if carried else 0)
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>10}" if value != "" else label for label, value in rows]
+    held = " (carried ones included)" if carried else ""
     lines.append(
-        f"conservation: {acc['events_in']} events in, {acc['events_out']} in pairs/orphans"
-        f" ({'ok' if acc['events_in'] == acc['events_out'] else 'MISMATCH'})"
+        f"conservation: {events_in} events in, {events_out} in pairs/orphans{held}"
+        f" ({'ok' if events_in == events_out else 'MISMATCH'})"
     )
     if s.events_by_format.get("discovered"):  # a guess must not read as a reader (formats/discover.py)
         lines.append(
@@ -289,5 +400,6 @@ def render_summary(
             "--map describes a shape"
         )
     ran = "" if engine is None else f", {engine} engine"
-    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
+    where = "records to stdout" if str(out) == STDOUT else f"outputs in {out}/"
+    lines.append(f"{where} ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
     return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""Where the output records of a file-mode run go: JSONL files (the default), stdout, Parquet, Iceberg.
+
+Why sinks: every target takes the same stream, `(kind, encoded JSON record)` in output order, and
+knows nothing of the engine that produced it (the compiled core hands over encoded bytes whose
+kind is their first field; the Python engine hands over dicts, encoded here once). The run
+(`cli/commands/pair.py`) writes to one `Sink` and closes it when the input is done; a sink makes
+its output visible only at `close` (a failed run leaves the previous outputs as they were).
+
+* `jsonl`: `adapters/files.py` `OutputWriter` (three files, temporary files renamed into place);
+* `-` (stdout): every record as one JSON line, each with its `kind` (`stdout.py`);
+* `parquet`: one typed table per kind, zstd, optionally Hive-partitioned by event day (`parquet.py`);
+* `iceberg`: appended to Iceberg tables through a pyiceberg catalog, `--out CATALOG/NAMESPACE`
+  (`iceberg.py`).
+
+`check_out` refuses an existing, non-empty `--out` unless `--overwrite` (a second run into the
+same directory used to replace the first day's outputs silently).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final, Protocol, Self
+
+import orjson
+
+from stream_pairer.core.vocab import Record
+from stream_pairer.errors import OutputRefused
+
+STDOUT: Final = "-"
+FORMATS: Final = ("jsonl", "parquet", "iceberg")
+_KIND_AT: Final = len(b'{"kind":"')  # where an encoded output record's kind starts
+
+
+class Sink(Protocol):
+    """A run's output target. `bytes_by_kind`: JSON record bytes written per kind (the summary's
+    output size, the same whatever the target)."""
+
+    bytes_by_kind: dict[str, int]
+
+    def write(self, records: Sequence[Record | bytes]) -> None: ...
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
+    def __enter__(self) -> Any: ...
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None: ...
+
+
+class Closing:
+    """The context manager of every sink here: `close` when the run completed, `abort` when not."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def encoded(records: Sequence[Record | bytes]) -> Iterator[tuple[str, bytes]]:
+    """(kind, encoded record) of each output record, whichever engine produced it."""
+    dumps = orjson.dumps
+    for rec in records:
+        if isinstance(rec, bytes):
+            yield rec[_KIND_AT : rec.index(b'"', _KIND_AT)].decode(), rec
+        else:
+            yield rec["kind"], dumps(rec)
+
+
+def check_out(out: Path, *, overwrite: bool, output_format: str = "jsonl") -> None:
+    """Refuse an `--out` directory that exists and holds anything, unless `overwrite`: one line,
+    before any input is read. `-` (stdout) and Iceberg (append-only, idempotent) are never refused."""
+    if str(out) == STDOUT or output_format == "iceberg" or overwrite or not os.path.isdir(out):
+        return
+    with os.scandir(out) as entries:
+        first = next((e.name for e in entries), None)
+    if first is not None:
+        raise OutputRefused(
+            f"refusing --out {out}: it is not empty (holds {first}); pass --overwrite to replace "
+            "its outputs, or choose a new directory"
+        )
+
+
+def open_sink(
+    out: Path, inputs: Sequence[str], *, output_format: str = "jsonl", partition: bool = False
+) -> Sink:
+    """The sink for `--out` (a directory, or `-` for stdout) and `--output-format`."""
+    if str(out) == STDOUT:
+        if output_format != "jsonl":
+            raise OutputRefused(f"--out - writes JSONL; --output-format {output_format} needs a target")
+        from stream_pairer.adapters.sinks.stdout import StdoutSink  # noqa: PLC0415 - by option
+
+        return StdoutSink()
+    if output_format == "iceberg":
+        from stream_pairer.adapters.sinks.iceberg import IcebergSink  # noqa: PLC0415 - optional pyiceberg
+
+        if partition:
+            raise OutputRefused(
+                "--partition-by-day is for parquet: Iceberg tables are partitioned by day already"
+            )
+        return IcebergSink(out)
+    if output_format == "parquet":
+        from stream_pairer.adapters.sinks.parquet import ParquetSink  # noqa: PLC0415 - optional pyarrow
+
+        return ParquetSink(out, inputs, partition=partition)
+    from stream_pairer.adapters.files import OutputWriter  # noqa: PLC0415 - sinks sit beside it
+
+    if partition:
+        raise OutputRefused("--partition-by-day needs --output-format parquet")
+    return OutputWriter(out, inputs)
