@@ -140,8 +140,13 @@ struct Conv {
     cid: String,
     calls_by_id: HashMap<String, u64>,
     open_calls: BTreeSet<u64>,
-    // Insertion-ordered like the Python dict: LRU eviction emits held results in this order.
+    // Results waiting for their call, by id. Nothing reads this map in order (eviction and flush
+    // go by seq), so a released id is swap-removed: O(1), where `shift_remove` moved every later
+    // entry and made 100,000 unknown-id results in one conversation quadratic (issue 27).
     pending: IndexMap<String, Vec<u64>>,
+    // How many seqs `pending` holds in all: `held_count` runs on every held event, so it must not
+    // sum the lists (issue 27: that scan was the other quadratic part).
+    pending_n: usize,
     // id -> (how it closed, stamp in the engine-wide order)
     closed: IndexMap<String, (Closed, u64)>,
     // Id-less results that came before any call they could pair with, by seq (arrival order).
@@ -170,7 +175,7 @@ impl Conv {
     }
     fn held_count(&self) -> usize {
         self.open_calls.len()
-            + self.pending.values().map(Vec::len).sum::<usize>()
+            + self.pending_n
             + self.early.len()
     }
     fn held_seqs(&self) -> Vec<u64> {
@@ -616,6 +621,7 @@ impl Engine {
                 .entry(rid)
                 .or_default()
                 .push(seq);
+            self.conv_mut(conv).pending_n += 1;
             self.pending_results += 1;
             return;
         }
@@ -763,6 +769,7 @@ impl Engine {
                     calls_by_id: HashMap::default(),
                     open_calls: BTreeSet::new(),
                     pending: IndexMap::default(),
+                    pending_n: 0,
                     closed: IndexMap::default(),
                     early: BTreeSet::new(),
                     clock_ms: if self.restored_clocks.is_empty() {
@@ -885,8 +892,9 @@ impl Engine {
         } else if let Some(id) = &h.ev.id {
             let w = c.pending.get_mut(id).expect("pending list");
             w.retain(|&s| s != seq);
+            c.pending_n -= 1;
             if w.is_empty() {
-                c.pending.shift_remove(id);
+                c.pending.swap_remove(id);
                 if c.pending.is_empty() {
                     c.pending = IndexMap::default(); // see calls_by_id above
                 }
