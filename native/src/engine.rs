@@ -174,9 +174,7 @@ impl Conv {
         self.open_calls.is_empty() && self.pending.is_empty() && self.early.is_empty()
     }
     fn held_count(&self) -> usize {
-        self.open_calls.len()
-            + self.pending_n
-            + self.early.len()
+        self.open_calls.len() + self.pending_n + self.early.len()
     }
     fn held_seqs(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self.open_calls.iter().copied().collect();
