@@ -22,6 +22,7 @@ surrogate-escaped str (so it opens with the same bytes) and shown escaped (`disp
 
 from __future__ import annotations
 
+import argparse
 import glob
 import os
 import stat
@@ -195,3 +196,19 @@ def probe(name: str) -> None:
             f.read(1)
     except OSError as err:
         raise InputError(f"cannot read {shown}: {err.strerror or err}") from err
+
+
+def add_walk_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--follow-links",
+        action="store_true",
+        default=False,
+        help="in directory walks, follow symbolic links that lead outside the directory given "
+        "(default: skipped, and counted as link_outside_inputs)",
+    )
+
+
+def skipped_line(skipped: Counter[str]) -> str:
+    """One line for what the walks skipped, by reason."""
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+    return f"skipped {sum(skipped.values())} directory entries not read as inputs: {reasons}"

@@ -24,7 +24,7 @@ import orjson
 
 from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, expand_inputs, read_lines
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
-from stream_pairer.adapters.walk import display_name
+from stream_pairer.adapters.walk import Walk, add_walk_arguments, display_name
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.analysis.outputs import DEFAULT_MAX_LINE_BYTES
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
@@ -123,6 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=300.0,
         help="seconds allowed to read the topics up to their end offsets",
     )
+    add_walk_arguments(parser)
     add_security_arguments(parser, producer=False)
     parser.add_argument(
         "--max-line-bytes",
@@ -177,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
                 conversation_id=args.conversation_id,
                 progress=None if args.quiet else sys.stderr,
                 max_line_bytes=args.max_line_bytes,
+                follow_links=args.follow_links,
             )
     except (InputError, AuditReadError, SidecarError) as err:
         print(f"stream-pairer audit: {err}", file=sys.stderr)
@@ -221,13 +223,14 @@ def audit_files(
     conversation_id: str | None = None,
     progress: TextIO | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    follow_links: bool = False,
 ) -> AuditReport:
     """Inputs read exactly as `pair` read them (same files in the same order, same documents,
     same conversation fallbacks), then every output line."""
     config = auditor.format_config
     tick = _AuditProgress(progress)
     out_dir = next((o for o in outputs if o.is_dir()), None)  # as `pair` skipped it in a walk
-    for name in expand_inputs(inputs, skip_dir=out_dir):
+    for name in expand_inputs(inputs, walk=Walk(out_dir, follow_links=follow_links)):
         shown = display_name(name)  # as `pair` wrote it in source.file
         stream = auditor.add_stream(("file", shown), shown, 1)
         records = FileRecords(

@@ -21,6 +21,8 @@ from stream_pairer.adapters.files import (
     expand_inputs,
     write_private_file,
 )
+from stream_pairer.adapters.outlock import OutputLock, Stopped, stop_on_signals
+from stream_pairer.adapters.walk import Walk, add_walk_arguments, skipped_line
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -75,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="conversation id of the records that carry none (default: one conversation per input "
         "file, named by its path; a Codex session_meta id or a document's own id refines it)",
     )
+    add_walk_arguments(parser)
     add_engine_arguments(parser)
 
 
@@ -91,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
+    walk = Walk(args.out, follow_links=args.follow_links)
     try:
-        inputs = expand_inputs(args.inputs, skip_dir=args.out)
+        inputs = expand_inputs(args.inputs, walk=walk)
         check_output_dir(args.out, inputs)
         if args.summary_json is not None:
             check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
@@ -103,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
     input_bytes = 0
+    if walk.skipped:
+        print(f"stream-pairer pair: {skipped_line(walk.skipped)}", file=sys.stderr)
     try:
-        with OutputWriter(args.out, inputs) as writer:
+        with stop_on_signals(), OutputLock(args.out), OutputWriter(args.out, inputs) as writer:
             for name in inputs:
                 records = FileRecords(
                     name,
@@ -121,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
+    except Stopped as stop:
+        print(f"stream-pairer pair: stopped by {stop}: outputs left as they were", file=sys.stderr)
+        return 128 + stop.signum
     progress.done()
     elapsed = time.monotonic() - started
     # The compiled core keeps the tagger's counts itself (the tagger object only gave settings).
@@ -136,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 "history_ids_forgotten": pipeline.dedup.forgotten,
                 "engine": engine,
                 "seconds": round(elapsed, 3),
+                "inputs_skipped": dict(walk.skipped),
             }
             | size.as_dict()
         )
