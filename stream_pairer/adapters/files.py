@@ -205,6 +205,7 @@ class FileRecords:
         self.kind = "jsonl"  # or "document", once iteration has started
         self._n = 0  # items taken from a document so far
         self._head = b""  # the first bytes, when more than one CHUNK was read to tell the kind
+        self._cap: bounded_json.StringCap | None = None  # cuts a document's long strings
 
     def _long_document(self, stream: IO[bytes], head: bytes) -> bool:
         """A compact one-line document longer than a chunk (`{"messages": [...]}` on one line):
@@ -213,7 +214,11 @@ class FileRecords:
         if self.max_bytes is None or b"\n" in head or not head.lstrip(b"\xef\xbb\xbf \t\r").startswith(b"{"):
             return False
         self._head = read_ahead(stream, head, self.max_bytes + 2)
-        return b"\n" not in self._head and len(self._head) > self.max_bytes + 1 and _opens_list(self._head)
+        return (
+            b"\n" not in self._head
+            and len(self._head) > self.max_bytes + 1
+            and bounded_json.opens_list(self._head, (*DOCUMENT_KEYS, "samples"))
+        )
 
     def set_session(self, session_id: str) -> None:
         self.session = session_id
@@ -247,7 +252,9 @@ class FileRecords:
 
         self._n = 0
         try:
-            events = bounded_json.events(reader)
+            if self.max_bytes is not None:
+                self._cap = bounded_json.StringCap(reader, max(self.max_bytes, CHUNK))
+            events = bounded_json.events(self._cap or reader)
             for v, (_, first, value) in enumerate(events):
                 at = f"({v})" if v else ""  # item paths of the second value on say which value
                 if first == "start_array":
@@ -321,8 +328,12 @@ class FileRecords:
         self, n: int, where: str, item: Any, doc_key: str | None
     ) -> tuple[Source, bytes | Oversize, str]:
         source: Source = {"file": self.label, "line": n, "item": where}
+        dropped = 0
+        if self._cap is not None:  # the bytes of long strings cut since the last item: this one's
+            dropped, self._cap.dropped = self._cap.dropped, 0
         if isinstance(item, bounded_json.Refused):
-            return source, Oversize(item.size, b"", "too_large", item.detail), self._key(doc_key)
+            detail = item.detail.replace(f"at least {item.size} ", f"at least {item.size + dropped} ")
+            return source, Oversize(item.size + dropped, b"", "too_large", detail), self._key(doc_key)
         try:
             raw = orjson.dumps(item)
         except orjson.JSONEncodeError as err:  # e.g. an integer past 64 bits: not a record
@@ -429,24 +440,6 @@ def _items(events: Iterator[tuple[str, str, Any]], max_bytes: int | None) -> Ite
         if event == "end_array":
             return
         yield i, bounded_json.build(event, value, events, max_bytes)
-
-
-def _opens_list(head: bytes) -> bool:
-    """Whether the (partial) JSON in `head` is an object with a message list at its top level."""
-    import ijson  # noqa: PLC0415
-
-    depth = 0
-    key = None
-    try:
-        for event, value in ijson.basic_parse(io.BytesIO(head)):
-            if depth == 1 and event == "start_array" and key in (*DOCUMENT_KEYS, "samples"):
-                return True
-            key = value if depth == 1 and event == "map_key" else None
-            depth += event in _OPEN
-            depth -= event in _CLOSE
-    except ijson.JSONError:
-        return False
-    return False
 
 
 def _sample_messages(s: int, sample: Any, label: str) -> Iterator[tuple[str, Any, str | None]]:
