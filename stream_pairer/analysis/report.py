@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import orjson
 
+from stream_pairer.adapters.walk import probe
 from stream_pairer.analysis.outputs import OutputLines
 from stream_pairer.core.vocab import FailurePoint, OrphanReason, Outcome, RecordKind
 from stream_pairer.errors import InputError
@@ -248,6 +249,7 @@ def input_files(paths: Iterable[str]) -> list[str]:
                 raise InputError(f"{p}: no pairs*.jsonl or orphans*.jsonl file in this directory")
             out.extend(str(f) for f in found)
         elif path.exists():
+            probe(p)  # a device or /proc file: one line now, not an endless read later
             out.append(p)
         else:
             raise InputError(f"{p}: no such file or directory")

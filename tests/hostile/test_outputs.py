@@ -3,6 +3,7 @@ quadratic: each ends in records or one line, within a memory bound, counts state
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -78,3 +79,26 @@ def test_unknown_result_ids_in_one_conversation(tmp_path: Path) -> None:
     orphans = records(out, "orphans.jsonl")
     assert len(orphans) == 20_000 and {o["reason"] for o in orphans} == {"no_call"}
     assert_conserved([str(logs)], out)
+
+
+def test_report_and_audit_refuse_devices_and_unreadable_files_in_one_line(tmp_path: Path) -> None:
+    """/dev/zero never ends (report read it for ever); /proc/self/mem opens but fails to read."""
+    out = _outputs(tmp_path)
+    logs = str(tmp_path / "in.jsonl")
+    for run, expected in [
+        (cli("report", "/dev/zero"), "cannot read /dev/zero: it is a device"),
+        (cli("report", "/proc/self/mem"), "cannot read /proc/self/mem: Input/output error"),
+        (cli("audit", "--input", "/dev/zero", "--outputs", str(out)), "cannot read /dev/zero"),
+        (cli("audit", "--input", logs, "--outputs", "/proc/self/mem"), "cannot read /proc/self/mem"),
+    ]:
+        assert run.rc == 2 and expected in run.one_line(), run.err
+
+
+def test_report_on_corrupt_gzip_is_one_line(tmp_path: Path) -> None:
+    out = _outputs(tmp_path)
+    data = bytearray(gzip.compress((out / "orphans.jsonl").read_bytes() * 200))
+    data[30:38] = b"\xff" * 8
+    bad = tmp_path / "orphans.jsonl.gz"
+    bad.write_bytes(bytes(data))
+    run = cli("report", str(bad))
+    assert run.rc == 2 and run.one_line().startswith(f"stream-pairer report: cannot read {bad}")

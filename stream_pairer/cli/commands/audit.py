@@ -22,9 +22,17 @@ from typing import TextIO
 
 import orjson
 
-from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, expand_inputs, read_lines
+from stream_pairer.adapters.files import (
+    OUTPUT_FILES,
+    FileRecords,
+    Oversize,
+    check_inputs,
+    expand_inputs,
+    read_lines,
+)
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.adapters.walk import Walk, add_walk_arguments, display_name
+from stream_pairer.adapters.walk import probe as probe_file
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.analysis.outputs import DEFAULT_MAX_LINE_BYTES
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
@@ -230,7 +238,11 @@ def audit_files(
     config = auditor.format_config
     tick = _AuditProgress(progress)
     out_dir = next((o for o in outputs if o.is_dir()), None)  # as `pair` skipped it in a walk
-    for name in expand_inputs(inputs, walk=Walk(out_dir, follow_links=follow_links)):
+    names = expand_inputs(inputs, walk=Walk(out_dir, follow_links=follow_links))
+    check_inputs(names)  # devices, /proc files: one line before reading, as `pair` does
+    for path in output_files(outputs):
+        probe_file(str(path))
+    for name in names:
         shown = display_name(name)  # as `pair` wrote it in source.file
         stream = auditor.add_stream(("file", shown), shown, 1)
         records = FileRecords(
