@@ -20,6 +20,8 @@ use crate::out::{write_f64, write_opt_str, write_str, write_ts};
 use crate::pairid::pair_id;
 use crate::tagging::{ConvTags, EventTag, Tagger};
 
+#[path = "byname.rs"]
+mod byname;
 #[path = "changes.rs"]
 mod changes;
 #[path = "engine_memory.rs"]
@@ -151,6 +153,9 @@ struct Conv {
     closed: IndexMap<String, (Closed, u64)>,
     // Id-less results that came before any call they could pair with, by seq (arrival order).
     early: BTreeSet<u64>,
+    // `open_calls` and `early` by tool name: FIFO pairing without a scan (byname.rs).
+    open_by_name: byname::ByName,
+    early_by_name: byname::ByName,
     // The newest event time seen in this conversation; it alone fires `timers`.
     clock_ms: f64,
     timers: BinaryHeap<Reverse<Timer>>,
@@ -585,9 +590,11 @@ impl Engine {
             self.emit_orphan_seq(first, "evicted", out);
         }
         let id = call.id.clone();
+        let name = call.name.clone();
         let seq = self.hold(call, conv, ts, self.cfg.call_timeout_ms);
         let c = self.conv_mut(conv);
         c.open_calls.insert(seq);
+        c.open_by_name.insert(name.as_deref(), seq);
         if let Some(id) = id {
             c.calls_by_id.insert(id, seq);
         }
@@ -636,8 +643,11 @@ impl Engine {
             return;
         }
         // No call it could pair with yet: wait the grace for one, as a result with an unknown id does.
+        let name = result.name.clone();
         let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
-        self.conv_mut(conv).early.insert(seq);
+        let c = self.conv_mut(conv);
+        c.early.insert(seq);
+        c.early_by_name.insert(name.as_deref(), seq);
         self.pending_results += 1;
     }
 
@@ -645,49 +655,19 @@ impl Engine {
     fn early_candidate(&self, conv: usize, name: Option<&str>) -> Option<(u64, &'static str)> {
         let c = self.conv(conv);
         let first = *c.early.iter().next()?;
-        let Some(name) = name else {
-            return Some((first, "order"));
-        };
-        let mut unnamed = None;
-        for seq in &c.early {
-            match self
-                .held
-                .get(seq)
-                .expect("early result is held")
-                .ev
-                .name
-                .as_deref()
-            {
-                Some(n) if n == name => return Some((*seq, "name")),
-                None if unnamed.is_none() => unnamed = Some(*seq),
-                _ => {}
-            }
+        match name {
+            None => Some((first, "order")),
+            Some(name) => c.early_by_name.candidate(name),
         }
-        unnamed.map(|s| (s, "order"))
     }
 
     fn fifo_candidate(&self, conv: usize, name: Option<&str>) -> Option<(u64, &'static str)> {
         let c = self.conv(conv);
         let first = *c.open_calls.iter().next()?;
-        let Some(name) = name else {
-            return Some((first, "order"));
-        };
-        let mut unnamed = None;
-        for seq in &c.open_calls {
-            let call_name = self
-                .held
-                .get(seq)
-                .expect("open call is held")
-                .ev
-                .name
-                .as_deref();
-            match call_name {
-                Some(n) if n == name => return Some((*seq, "name")),
-                None if unnamed.is_none() => unnamed = Some(*seq),
-                _ => {}
-            }
+        match name {
+            None => Some((first, "order")),
+            Some(name) => c.open_by_name.candidate(name),
         }
-        unnamed.map(|s| (s, "order"))
     }
 
     // ------------------------------------------------------------------ state keeping
@@ -766,6 +746,8 @@ impl Engine {
                     cid: cid.to_owned(),
                     calls_by_id: HashMap::default(),
                     open_calls: BTreeSet::new(),
+                    open_by_name: byname::ByName::default(),
+                    early_by_name: byname::ByName::default(),
                     pending: IndexMap::default(),
                     pending_n: 0,
                     closed: IndexMap::default(),
@@ -875,6 +857,7 @@ impl Engine {
         let c = self.slab[h.conv].as_mut().expect("live conversation");
         if h.ev.is_call {
             c.open_calls.remove(&seq);
+            c.open_by_name.remove(h.ev.name.as_deref(), seq);
             if let Some(id) = &h.ev.id {
                 if c.calls_by_id.get(id) == Some(&seq) {
                     c.calls_by_id.remove(id);
@@ -900,6 +883,7 @@ impl Engine {
             self.pending_results -= 1;
         } else {
             c.early.remove(&seq);
+            c.early_by_name.remove(h.ev.name.as_deref(), seq);
             self.pending_results -= 1;
         }
         if !c.timers.is_empty() && c.holds_nothing() {
