@@ -49,6 +49,12 @@ impl ByName {
         }
     }
 
+    /// (names held, the map's capacity, seqs held): for engine_memory.rs.
+    pub fn usage(&self) -> (usize, usize, usize) {
+        let seqs = self.named.values().map(BTreeSet::len).sum::<usize>() + self.unnamed.len();
+        (self.named.len(), self.named.capacity(), seqs)
+    }
+
     /// The held seq a counterpart named `name` takes, and how it was matched.
     pub fn candidate(&self, name: &str) -> Option<(u64, &'static str)> {
         if let Some(&seq) = self.named.get(name).and_then(|s| s.first()) {
