@@ -311,10 +311,11 @@ class FileRecords:
                 named = key in self.fields and doc_key is None and type(built) in (str, int)
                 if named and str(built).strip():
                     doc_key = str(built).strip()
+        if streamed:
+            return  # its other fields are no record (a refused one no dead letter), as before
         if refused is not None:  # its fields were dropped as they came: report the whole size
-            rest = {}
             yield self._next(at, bounded_json.Refused(size, refused.depth, refused.detail), None, reader)
-        elif not streamed:
+        else:
             yield self._next(at, rest, None, reader)
 
     def _next(

@@ -117,3 +117,28 @@ def test_a_long_string_is_never_held_whole(tmp_path: Path) -> None:
     assert [p["call"]["id"] for p in records(out, "pairs.jsonl")] == ["c2"]
     assert_conserved([str(doc)], out)
     no_litter(out)
+
+
+def test_a_large_field_beside_the_message_list_is_not_a_record(tmp_path: Path) -> None:
+    """The fields around a streamed message list are never records: a large one is read to its
+    end without being held, and neither kept nor dead-lettered; a large object without a message
+    list is one dead letter."""
+    beside = tmp_path / "beside.json"
+    beside.write_text(
+        json.dumps(
+            {
+                "meta": {f"k{i}": i for i in range(20_000)},
+                "messages": [{"role": "assistant", "content": [tool_use(1)]}],
+            },
+            indent=1,
+        )
+    )
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps({"meta": {f"k{i}": i for i in range(20_000)}, "id": 1}, indent=1))
+    out = tmp_path / "out"
+    run = cli("pair", str(beside), str(alone), "--out", str(out), "-q", "--max-record-bytes", "65536")
+    assert run.rc == 0, run.err
+    assert [o["event"]["id"] for o in records(out, "orphans.jsonl")] == ["c1"]
+    [dead] = records(out, "dead_letter.jsonl")
+    assert dead["source"]["file"] == str(alone) and dead["reason"] == "too_large"
+    assert_conserved([str(beside), str(alone)], out, "--max-record-bytes", "65536")
