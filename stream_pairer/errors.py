@@ -56,6 +56,16 @@ class OutputRefused(InputError):
     output path): refused before anything is written (`pair` exits 2)."""
 
 
+class Stopped(StreamPairerError):
+    """A stop signal (SIGTERM, SIGINT) arrived during a file-mode run: raised where the run is,
+    so its `with` blocks remove the temporary outputs (adapters/outlock.py). `signum` gives the
+    exit status, 128 + signum. Nothing in file mode catches `Exception` broadly, so it unwinds."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(name)
+        self.signum = signum
+
+
 class EnvOptionError(StreamPairerError):
     """A STREAM_PAIRER_* environment variable holds a value its option refuses. Raised while the
     command line parser is built (before any argument is parsed, even for `--help`); the CLI prints

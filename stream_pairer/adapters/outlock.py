@@ -26,17 +26,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-from stream_pairer.errors import InputError, OutputRefused
+from stream_pairer.errors import InputError, OutputRefused, Stopped
 
 LOCK_NAME: Final = ".stream-pairer.lock"
-
-
-class Stopped(BaseException):
-    """A stop signal arrived; `signum` says which (the exit status is 128 + signum)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 class OutputLock:
@@ -101,7 +93,7 @@ def stop_on_signals(signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) 
     up; the previous handlers are restored after."""
 
     def stop(signum: int, _frame: FrameType | None) -> None:
-        raise Stopped(signum)
+        raise Stopped(signum, signal.Signals(signum).name)
 
     previous = {s: signal.signal(s, stop) for s in signums}
     try:

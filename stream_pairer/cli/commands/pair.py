@@ -21,7 +21,7 @@ from stream_pairer.adapters.files import (
     expand_inputs,
     write_private_file,
 )
-from stream_pairer.adapters.outlock import OutputLock, Stopped, stop_on_signals
+from stream_pairer.adapters.outlock import OutputLock, stop_on_signals
 from stream_pairer.adapters.walk import Walk, add_walk_arguments, skipped_line
 from stream_pairer.cli.options import (
     add_engine_arguments,
@@ -35,7 +35,7 @@ from stream_pairer.core.engines import make_pipeline, resolve_engine
 from stream_pairer.core.native import NativePipeline
 from stream_pairer.core.pipeline import Pipeline, Summary
 from stream_pairer.core.vocab import OrphanReason, Record
-from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused
+from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused, Stopped
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
