@@ -15,6 +15,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,14 @@ class Child:
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
+
+    def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Poll for a state of the run (not a timing): fails at once if the run ended first."""
+        while not condition():
+            if self.proc.poll() is not None:
+                run = self.finish()
+                raise AssertionError(f"the run ended first: {run}")
+            time.sleep(0.05)
 
     def finish(self, timeout: float = 120) -> Run:
         out, err = self.proc.communicate(timeout=timeout)

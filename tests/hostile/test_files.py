@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -126,8 +125,8 @@ def test_a_second_run_into_the_same_out_is_refused_naming_the_first(tmp_path: Pa
     os.mkfifo(fifo)
     out = tmp_path / "out"
     first = start("pair", str(fifo), "--out", str(out), "-q")
-    while not (out / ".stream-pairer.lock").exists() or not (out / ".stream-pairer.lock").read_text():
-        time.sleep(0.05)  # waiting for a state, not measuring time
+    lock = out / ".stream-pairer.lock"
+    first.wait_until(lambda: lock.exists() and bool(lock.read_text()))
     other = tmp_path / "other.jsonl"
     other.write_text(call_line(1))
     second = cli("pair", str(other), "--out", str(out), "-q")
@@ -154,8 +153,7 @@ def test_a_stopped_run_leaves_no_temporary_file(tmp_path: Path, signum: int) -> 
     with open(fifo, "w") as f:
         f.write(call_line(1))
         f.flush()
-        while not any(p.name.endswith(".tmp") for p in out.iterdir()):
-            time.sleep(0.05)  # waiting for a state, not measuring time
+        child.wait_until(lambda: any(p.name.endswith(".tmp") for p in out.iterdir()))
         child.signal(signum)
         run = child.finish(timeout=60)
     assert run.rc == 128 + signum
