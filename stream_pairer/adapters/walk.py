@@ -83,7 +83,9 @@ class Walk:
             elif os.path.isdir(name):
                 found: list[str] = []
                 root = os.path.realpath(name)
-                self._walk(name, root, {_dir_id(name)}, found)
+                # Walked from the name as pathlib spells it (`./logs/` -> `logs`), as the walk
+                # before this one did: the paths become conversation ids and must not change.
+                self._walk(str(Path(name)), root, {_dir_id(name)}, found)
                 if not found and not self.skipped:
                     raise InputError(
                         f"{display_name(name)} is a directory with no .jsonl/.json(.gz) files in it"
