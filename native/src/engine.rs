@@ -149,8 +149,12 @@ struct Conv {
     // How many seqs `pending` holds in all: `held_count` runs on every held event, so it must not
     // sum the lists (issue 27: that scan was the other quadratic part).
     pending_n: usize,
-    // id -> (how it closed, stamp in the engine-wide order)
+    // id -> (how it closed, stamp in the engine-wide order). Its order is not read: the oldest is
+    // the first of `closed_order`, so an id leaves by swap_remove, O(1), where shift_remove moved
+    // every later id (O(--max-closed-ids-per-conversation) per closed call past the cap).
     closed: IndexMap<String, (Closed, u64)>,
+    // The stamps of `closed`, oldest first (the id of a stamp is in `Engine::closed`).
+    closed_order: BTreeSet<u64>,
     // Id-less results that came before any call they could pair with, by seq (arrival order).
     early: BTreeSet<u64>,
     // `open_calls` and `early` by tool name: FIFO pairing without a scan (byname.rs).
@@ -751,6 +755,7 @@ impl Engine {
                     pending: IndexMap::default(),
                     pending_n: 0,
                     closed: IndexMap::default(),
+                    closed_order: BTreeSet::new(),
                     early: BTreeSet::new(),
                     clock_ms: if self.restored_clocks.is_empty() {
                         f64::NEG_INFINITY
@@ -898,16 +903,19 @@ impl Engine {
         self.stamp += 1;
         let stamp = self.stamp;
         let c = self.slab[conv].as_mut().expect("live conversation");
-        if let Some((_, old)) = c.closed.shift_remove(cid) {
+        if let Some((_, old)) = c.closed.swap_remove(cid) {
             self.closed.remove(&old);
+            c.closed_order.remove(&old);
         } else {
             self.id_bytes += cid.chars().count() as i64;
         }
         c.closed.insert(cid.to_owned(), (how, stamp));
+        c.closed_order.insert(stamp);
         let over = c.closed.len() > self.cfg.max_closed_ids_per_conversation;
         self.closed.insert(stamp, (conv, cid.to_owned()));
         if over {
-            let first = self.conv(conv).closed.get_index(0).unwrap().0.clone();
+            let oldest = *self.conv(conv).closed_order.first().unwrap();
+            let first = self.closed[&oldest].1.clone();
             self.drop_closed(conv, &first);
         }
         while self.closed.len() > self.cfg.max_closed_ids {
@@ -923,8 +931,9 @@ impl Engine {
 
     fn drop_closed(&mut self, conv: usize, cid: &str) {
         let c = self.slab[conv].as_mut().expect("live conversation");
-        if let Some((_, stamp)) = c.closed.shift_remove(cid) {
+        if let Some((_, stamp)) = c.closed.swap_remove(cid) {
             self.closed.remove(&stamp);
+            c.closed_order.remove(&stamp);
             self.id_bytes -= cid.chars().count() as i64;
         }
         if c.closed.is_empty() {

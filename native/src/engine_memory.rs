@@ -118,7 +118,8 @@ impl Engine {
             Acc::default(),
         );
         let (mut seen, mut seen_order) = (Acc::default(), Acc::default());
-        let (mut names, mut named) = (Acc::default(), Acc::default());
+        let (mut names, mut named, mut closed_order) =
+            (Acc::default(), Acc::default(), Acc::default());
         for c in self.slab.iter().flatten() {
             ids.add(
                 c.calls_by_id.len(),
@@ -137,6 +138,7 @@ impl Engine {
                 indexmap::<String, (bool, u64)>(),
             );
             early.add(c.early.len(), c.early.len(), size_of::<u64>());
+            closed_order.add(c.closed_order.len(), c.closed_order.len(), size_of::<u64>());
             for by in [&c.open_by_name, &c.early_by_name] {
                 let (n, cap, seqs) = by.usage();
                 names.add(n, cap, table::<String, BTreeSet<u64>>());
@@ -159,6 +161,7 @@ impl Engine {
         push("conv.closed", closed);
         push("conv.early", early);
         push("conv.timers", timers);
+        push("conv.closed_order", closed_order);
         push("conv.by_name", names);
         push("conv.by_name.seqs", named);
         push("conv.tags.seen", seen);
