@@ -42,6 +42,11 @@ class ToolSchemaError(StreamPairerError, ValueError):
     """A tool definition file that cannot be used. The message names the file and the tool."""
 
 
+class MappingError(StreamPairerError, ValueError):
+    """A `--map` program that cannot be used (does not compile). The message names the file and
+    line; the commands print it as their one-line reason and exit 2."""
+
+
 class NativeUnavailable(StreamPairerError, RuntimeError):
     """The compiled core (`stream_pairer._native`) was asked for where it is not built (an install
     without a Rust toolchain); the Python engine serves the same records."""
@@ -54,6 +59,16 @@ class InputError(StreamPairerError):
 class OutputRefused(InputError):
     """An output location that could destroy data (a directory holding an input, a symlink at an
     output path): refused before anything is written (`pair` exits 2)."""
+
+
+class Stopped(StreamPairerError):
+    """A stop signal (SIGTERM, SIGINT) arrived during a file-mode run: raised where the run is,
+    so its `with` blocks remove the temporary outputs (adapters/outlock.py). `signum` gives the
+    exit status, 128 + signum. Nothing in file mode catches `Exception` broadly, so it unwinds."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(name)
+        self.signum = signum
 
 
 class EnvOptionError(StreamPairerError):

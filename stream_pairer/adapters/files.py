@@ -23,21 +23,23 @@ Reading (`FileRecords`, `expand_inputs`) is the part that knows what files look 
 from __future__ import annotations
 
 import contextlib
-import glob
 import gzip
 import io
 import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
 import orjson
 
+from stream_pairer.adapters import bounded_json
 from stream_pairer.adapters.sinks import Closing
+from stream_pairer.adapters.walk import Walk, display_name, probe, read_ahead
 from stream_pairer.core.vocab import DeadLetterReason, Record, RecordKind
 from stream_pairer.errors import InputError, OutputRefused
 
@@ -54,8 +56,6 @@ OVERSIZE_HEAD: Final = 4096  # first bytes of an oversize line kept for its dead
 DOCUMENT_REST_LIMIT: Final = 1 << 20  # bytes of a broken document's rest kept without --max-record-bytes
 # Top-level keys of a document whose array value holds the messages, in the order tried.
 DOCUMENT_KEYS: Final = ("messages", "contents", "input", "conversation", "history")
-# Suffixes of the files a directory walk picks up (other files, e.g. READMEs, are not inputs).
-INPUT_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz", ".gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,39 +69,10 @@ class Oversize:
     detail: str | None = None
 
 
-def expand_inputs(names: Sequence[str], skip_dir: Path | None = None) -> list[str]:
+def expand_inputs(names: Sequence[str], skip_dir: Path | None = None, walk: Walk | None = None) -> list[str]:
     """Files named, directories walked recursively (files with an input suffix), globs expanded;
-    each group in sorted order, so that a rerun reads in the same order. `-` stays as it is.
-
-    `skip_dir` (the output directory) is left out of walks and globs: `pair logs/ --out logs/out`
-    must not read its previous outputs as inputs. A file named explicitly is kept (and then
-    refused by `check_output_dir` if it lies there)."""
-    skip = os.path.realpath(skip_dir) + os.sep if skip_dir is not None else None
-
-    def wanted(path: str) -> bool:
-        return skip is None or not os.path.realpath(path).startswith(skip)
-
-    out: list[str] = []
-    for name in names:
-        if name == "-":
-            out.append(name)
-        elif os.path.isdir(name):
-            found = sorted(
-                str(p)
-                for p in Path(name).rglob("*")
-                if p.is_file() and p.name.endswith(INPUT_SUFFIXES) and wanted(str(p))
-            )
-            if not found:
-                raise InputError(f"{name} is a directory with no .jsonl/.json(.gz) files in it")
-            out += found
-        elif not os.path.exists(name) and glob.has_magic(name):
-            matches = sorted(p for p in glob.glob(name, recursive=True) if os.path.isfile(p) and wanted(p))
-            if not matches:
-                raise InputError(f"no file matches {name}")
-            out += matches
-        else:
-            out.append(name)
-    return out
+    `walk.Walk.add` says how, and counts what a walk skipped in `walk.skipped`."""
+    return (walk or Walk(skip_dir)).add(names)
 
 
 def open_input(name: str) -> IO[bytes]:
@@ -113,21 +84,31 @@ def open_input(name: str) -> IO[bytes]:
         except OSError as err:
             raise InputError(f"cannot open {name}: {err.strerror or err}") from err
     buffered: IO[bytes] = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
-    if isinstance(buffered, io.BufferedReader) and buffered.peek(2)[:2] == GZIP_MAGIC:
+    try:
+        gzipped = isinstance(buffered, io.BufferedReader) and buffered.peek(2)[:2] == GZIP_MAGIC
+    except OSError as err:  # /proc/self/mem and other files that open but cannot be read
+        raw.close()
+        raise InputError(f"cannot read {display_name(name)}: {err.strerror or err}") from err
+    if gzipped:
         return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
     return buffered
 
 
-def read_lines(name: str) -> Iterator[tuple[int, bytes]]:
+def read_lines(
+    name: str, max_bytes: int | None = None, oversize: Callable[[int, Oversize], None] | None = None
+) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, line without its newline) for each non-blank line of a file read
-    whole-line (output files, written by this tool); inputs go through `FileRecords`."""
+    whole-line (output files, written by this tool); inputs go through `FileRecords`. A line
+    longer than `max_bytes` is not held: it goes to `oversize` (line number, its size)."""
     stream = open_input(name)
     try:
-        for lineno, item in split_lines(stream, b"", None):
+        for lineno, item in split_lines(stream, b"", max_bytes):
             if isinstance(item, bytes):
                 yield lineno, item
-    except (OSError, EOFError, gzip.BadGzipFile) as err:
-        raise InputError(f"cannot read {name}: {err}") from err
+            elif oversize is not None:
+                oversize(lineno, item)
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise InputError(f"cannot read {display_name(name)}: {err}") from err
     finally:
         if name != "-":
             stream.close()
@@ -195,7 +176,6 @@ def _line(line: bytes, limit: int) -> bytes | Oversize | None:
 
 
 Source = dict[str, Any]
-_SCALARS: Final = frozenset({"null", "boolean", "integer", "double", "number", "string"})
 _OPEN: Final = frozenset({"start_map", "start_array"})
 _CLOSE: Final = frozenset({"end_map", "end_array"})
 
@@ -219,13 +199,29 @@ class FileRecords:
         label: str | None = None,
     ) -> None:
         self.name = name
-        self.label = label if label is not None else "-" if name == "-" else name
+        # A name the OS gave as bytes that are not UTF-8 is read by those bytes and shown escaped.
+        self.label = label if label is not None else "-" if name == "-" else display_name(name)
         self.max_bytes = max_bytes
         self.forced = conversation_id
         self.fields = frozenset(f for f in conversation_fields if "." not in f)
         self.session: str | None = None
         self.kind = "jsonl"  # or "document", once iteration has started
         self._n = 0  # items taken from a document so far
+        self._head = b""  # the first bytes, when more than one CHUNK was read to tell the kind
+        self._cap: bounded_json.StringCap | None = None  # cuts a document's long strings
+
+    def _long_document(self, stream: IO[bytes], head: bytes) -> bool:
+        """A compact one-line document longer than a chunk (`{"messages": [...]}` on one line):
+        read ahead up to the record size limit; a first line that passes it and opens a message
+        list is streamed as a document (as JSONL it could only be one `too_large` dead letter)."""
+        if self.max_bytes is None or b"\n" in head or not head.lstrip(b"\xef\xbb\xbf \t\r").startswith(b"{"):
+            return False
+        self._head = read_ahead(stream, head, self.max_bytes + 2)
+        return (
+            b"\n" not in self._head
+            and len(self._head) > self.max_bytes + 1
+            and bounded_json.opens_list(self._head, (*DOCUMENT_KEYS, "samples"))
+        )
 
     def set_session(self, session_id: str) -> None:
         self.session = session_id
@@ -234,15 +230,16 @@ class FileRecords:
         stream = open_input(self.name)
         try:
             head = stream.read(CHUNK)
-            if _is_document(head, len(head) < CHUNK):
+            if _is_document(head, len(head) < CHUNK) or self._long_document(stream, head):
                 self.kind = "document"
+                head = self._head or head
                 body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a Windows editor's BOM
                 yield from self._document(_Chained(body, stream, self.max_bytes or DOCUMENT_REST_LIMIT))
             else:
-                for lineno, raw in split_lines(stream, head, self.max_bytes):
+                for lineno, raw in split_lines(stream, self._head or head, self.max_bytes):
                     yield {"file": self.label, "line": lineno}, raw, self._key(None)
-        except (OSError, EOFError, gzip.BadGzipFile) as err:
-            raise InputError(f"cannot read {self.name}: {err}") from err
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as err:
+            raise InputError(f"cannot read {display_name(self.name)}: {err}") from err
         finally:
             if self.name != "-":
                 stream.close()
@@ -258,11 +255,13 @@ class FileRecords:
 
         self._n = 0
         try:
-            events = ijson.parse(reader, use_float=True, multiple_values=True)
+            if self.max_bytes is not None:
+                self._cap = bounded_json.StringCap(reader, max(self.max_bytes, CHUNK))
+            events = bounded_json.events(self._cap or reader)
             for v, (_, first, value) in enumerate(events):
                 at = f"({v})" if v else ""  # item paths of the second value on say which value
                 if first == "start_array":
-                    for i, item in _items(events):
+                    for i, item in _items(events, self.max_bytes):
                         yield self._next(f"{at}[{i}]", item, None, reader)
                 elif first == "start_map":
                     yield from self._object(at, events, reader)
@@ -287,6 +286,8 @@ class FileRecords:
         item, or (no message list) the object itself as one record written over several lines."""
         doc_key: str | None = None
         rest: dict[str, Any] = {}
+        size = 2  # the encoded size of `rest`, estimated: it is held to the record size limit
+        refused: bounded_json.Refused | None = None
         streamed = False
         for prefix, event, value in events:
             if event == "end_map" and prefix == "":
@@ -295,21 +296,29 @@ class FileRecords:
             _, vevent, vvalue = next(events)
             if vevent == "start_array" and key in DOCUMENT_KEYS:
                 streamed = True
-                for i, item in _items(events):
+                for i, item in _items(events, self.max_bytes):
                     yield self._next(f"{at}{key}[{i}]", item, doc_key, reader)
             elif vevent == "start_array" and key == "samples":
                 streamed = True
-                for s, sample in _items(events):
+                for s, sample in _items(events, None):  # a sample holds many messages: no size limit
                     for where, item, sample_key in _sample_messages(s, sample, self.label):
                         yield self._next(at + where, item, sample_key, reader)
-            elif vevent in _SCALARS:
-                rest[key] = vvalue
-                named = key in self.fields and doc_key is None and type(vvalue) in (str, int)
-                if named and str(vvalue).strip():
-                    doc_key = str(vvalue).strip()
             else:
-                rest[key] = _build(vevent, vvalue, events)
-        if not streamed:
+                room = None if self.max_bytes is None else max(self.max_bytes - size, 0)
+                built, cost = bounded_json.build_sized(vevent, vvalue, events, room)
+                size += cost + len(key) + 3
+                if isinstance(built, bounded_json.Refused):
+                    refused = refused or bounded_json.Refused(size, built.depth, built.detail)
+                elif refused is None:
+                    rest[key] = built
+                named = key in self.fields and doc_key is None and type(built) in (str, int)
+                if named and str(built).strip():
+                    doc_key = str(built).strip()
+        if streamed:
+            return  # its other fields are no record (a refused one no dead letter), as before
+        if refused is not None:  # its fields were dropped as they came: report the whole size
+            yield self._next(at, bounded_json.Refused(size, refused.depth, refused.detail), None, reader)
+        else:
             yield self._next(at, rest, None, reader)
 
     def _next(
@@ -323,7 +332,20 @@ class FileRecords:
         self, n: int, where: str, item: Any, doc_key: str | None
     ) -> tuple[Source, bytes | Oversize, str]:
         source: Source = {"file": self.label, "line": n, "item": where}
-        raw = orjson.dumps(item)
+        dropped = 0
+        if self._cap is not None:  # the bytes of long strings cut since the last item: this one's
+            dropped, self._cap.dropped = self._cap.dropped, 0
+        if isinstance(item, bounded_json.Refused):
+            detail = item.detail.replace(f"at least {item.size} ", f"at least {item.size + dropped} ")
+            return source, Oversize(item.size + dropped, b"", "too_large", detail), self._key(doc_key)
+        try:
+            raw = orjson.dumps(item)
+        except orjson.JSONEncodeError as err:  # e.g. an integer past 64 bits: not a record
+            return (
+                source,
+                Oversize(0, b"", "invalid_json", f"the item cannot be encoded: {err}"),
+                self._key(doc_key),
+            )
         if self.max_bytes is not None and len(raw) > self.max_bytes:
             return source, Oversize(len(raw), raw[:OVERSIZE_HEAD]), self._key(doc_key)
         return source, raw, self._key(doc_key)
@@ -415,31 +437,13 @@ def _is_document(head: bytes, whole: bool) -> bool:
     return type(value) is dict and any(type(value.get(k)) is list for k in (*DOCUMENT_KEYS, "samples"))
 
 
-def _items(events: Iterator[tuple[str, str, Any]]) -> Iterator[tuple[int, Any]]:
-    """The items of the array whose start_array was just read, each built whole, one at a time."""
+def _items(events: Iterator[tuple[str, str, Any]], max_bytes: int | None) -> Iterator[tuple[int, Any]]:
+    """The items of the array whose start_array was just read, each built whole, one at a time
+    (or a `bounded_json.Refused` for one too deep or too large: its neighbours are still read)."""
     for i, (_, event, value) in enumerate(events):
         if event == "end_array":
             return
-        yield i, _build(event, value, events)
-
-
-def _build(event: str, value: Any, events: Iterator[tuple[str, str, Any]]) -> Any:
-    if event not in _OPEN:
-        return value
-    from ijson.common import ObjectBuilder  # noqa: PLC0415
-
-    builder = ObjectBuilder()
-    builder.event(event, value)
-    depth = 1
-    for _, ev, val in events:
-        builder.event(ev, val)
-        if ev in _OPEN:
-            depth += 1
-        elif ev in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                break
-    return builder.value
+        yield i, bounded_json.build(event, value, events, max_bytes)
 
 
 def _sample_messages(s: int, sample: Any, label: str) -> Iterator[tuple[str, Any, str | None]]:
@@ -576,16 +580,11 @@ def check_output_dir(out_dir: Path, inputs: Sequence[str]) -> None:
 
 
 def check_inputs(inputs: Sequence[str]) -> None:
-    """Every input exists and can be opened, checked before any output is written: a typo in the
-    last input name must not cost a long run and leave outputs behind."""
+    """Every input exists and can be read (`walk.probe`), checked before any output is written:
+    a typo in the last input name must not cost a long run and leave outputs behind."""
     for name in inputs:
-        if name == "-":
-            continue
-        try:
-            with open(name, "rb"):
-                pass
-        except OSError as err:
-            raise InputError(f"cannot open {name}: {err.strerror or err}") from err
+        if name != "-":
+            probe(name)
 
 
 def check_extra_output(path: Path, flag: str, out_dir: Path, inputs: Sequence[str]) -> None:

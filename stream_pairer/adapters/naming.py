@@ -29,7 +29,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 
-from stream_pairer.adapters.files import expand_inputs
+from stream_pairer.adapters.walk import Walk, display_name
 from stream_pairer.errors import InputError
 
 STDIN = "-"
@@ -59,14 +59,21 @@ def _glob_root(pattern: str) -> str:
 
 
 def named_inputs(
-    arguments: Sequence[str], skip_dir: Path | None = None, stdin_name: str | None = None
+    arguments: Sequence[str],
+    skip_dir: Path | None = None,
+    stdin_name: str | None = None,
+    walk: Walk | None = None,
 ) -> list[tuple[str, str]]:
-    """(path, name) of every input, in `expand_inputs` order; refuses two inputs with one name."""
+    """(path, name) of every input, in the walk's order; refuses two inputs with one name. `walk`
+    (walk.Walk) decides which links are followed and counts what it skipped; the name is shown
+    escaped where the OS gave bytes that are not UTF-8 (the path itself keeps them, to open)."""
+    walk = walk or Walk(skip_dir)
     out: list[tuple[str, str]] = []
     seen: dict[str, str] = {}
     for argument in arguments:
-        for path in expand_inputs([argument], skip_dir=skip_dir):
-            name = input_name(path, argument, stdin_name)
+        start = len(walk.files)
+        for path in walk.add([argument])[start:]:
+            name = display_name(input_name(path, argument, stdin_name))
             other = seen.get(name)
             if other is not None:
                 same = STDIN not in (other, path) and os.path.realpath(other) == os.path.realpath(path)

@@ -217,6 +217,9 @@ class Auditor:
         self.report = AuditReport(exactly_once)
         self.streams: dict[StreamKey, Stream] = {}
         self._file_alias: dict[str, Stream | None] = {}
+        # name, real path and base name -> input file streams, built once after the inputs were
+        # added: built per output file name, it made an audit of 20,000 files quadratic (issue 27).
+        self._file_index: tuple[dict[str, Stream], dict[str, Stream], dict[str, list[Stream]]] | None = None
         self._sampled: Counter[str] = Counter()
         # The same parse and the same history dedup as the run (pipeline.py), so a repeated copy
         # is known not to be an event here too.
@@ -230,6 +233,7 @@ class Auditor:
         self.streams[key] = stream
         if key[0] == "file":
             self._file_alias.clear()
+            self._file_index = None
         return stream
 
     def add_input(
@@ -402,14 +406,20 @@ class Auditor:
         hit = self._file_alias.get(name, False)
         if hit is not False:
             return hit  # type: ignore[return-value]
-        files = {k[1]: s for k, s in self.streams.items() if k[0] == "file"}
+        if self._file_index is None:
+            files = {k[1]: s for k, s in self.streams.items() if k[0] == "file"}
+            reals: dict[str, Stream] = {}
+            bases: dict[str, list[Stream]] = {}
+            for n, s in files.items():
+                reals.setdefault(os.path.realpath(n), s)
+                bases.setdefault(os.path.basename(n), []).append(s)
+            self._file_index = files, reals, bases
+        files, reals, bases = self._file_index
         stream = files.get(name)
         if stream is None:
-            real = os.path.realpath(name)
-            stream = next((s for n, s in files.items() if os.path.realpath(n) == real), None)
+            stream = reals.get(os.path.realpath(name))
         if stream is None:
-            base = os.path.basename(name)
-            same = [s for n, s in files.items() if os.path.basename(n) == base]
+            same = bases.get(os.path.basename(name), [])
             stream = same[0] if len(same) == 1 else None
         self._file_alias[name] = stream
         return stream

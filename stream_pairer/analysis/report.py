@@ -25,7 +25,8 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.adapters.files import read_lines
+from stream_pairer.adapters.walk import probe
+from stream_pairer.analysis.outputs import OutputLines
 from stream_pairer.core.vocab import FailurePoint, OrphanReason, Outcome, RecordKind
 from stream_pairer.errors import InputError
 
@@ -105,6 +106,9 @@ class Report:
             self.totals["malformed_lines"] += 1
             return
         kind = rec.get("kind")
+        if not isinstance(kind, str) or not isinstance(rec.get("reason", ""), str):
+            self.totals["malformed_lines"] += 1  # e.g. "kind": ["pair"]: not a record of ours
+            return
         if kind in OUTPUT_KINDS:
             self.output_records += 1
         if kind not in _CALL_KINDS:
@@ -245,6 +249,7 @@ def input_files(paths: Iterable[str]) -> list[str]:
                 raise InputError(f"{p}: no pairs*.jsonl or orphans*.jsonl file in this directory")
             out.extend(str(f) for f in found)
         elif path.exists():
+            probe(p)  # a device or /proc file: one line now, not an endless read later
             out.append(p)
         else:
             raise InputError(f"{p}: no such file or directory")
@@ -258,21 +263,31 @@ def _is_output_name(name: str) -> bool:
     return name.startswith(("pairs", "orphans", "dead_letter")) and (".jsonl" in name or ".ndjson" in name)
 
 
-def read_records(files: Iterable[str], problems: list[str] | None = None) -> Iterator[Any]:
+def read_records(
+    files: Iterable[str], problems: list[str] | None = None, reader: OutputLines | None = None
+) -> Iterator[Any]:
     """Decoded JSON lines; an undecodable line is yielded as None (counted as malformed) and its
-    location noted in `problems` (the first few only)."""
-    for name in files:
-        for lineno, line in read_lines(name):
-            try:
-                yield orjson.loads(line)
-            except orjson.JSONDecodeError:
-                if problems is not None and len(problems) < 5:
-                    problems.append(f"{name}:{lineno}: not valid JSON")
-                yield None
+    location noted in `problems` (the first few only). `reader` bounds the lines read and skips
+    files given twice and duplicate records (its `warnings` say so)."""
+    reader = reader or OutputLines()
+    for name, lineno, line in reader.lines(files):
+        if reader.is_duplicate(line):
+            continue
+        try:
+            yield orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if problems is not None and len(problems) < 5:
+                problems.append(f"{name}:{lineno}: not valid JSON")
+            yield None
 
 
-def build(files: Iterable[str], report: Report, problems: list[str] | None = None) -> Report:
-    for rec in read_records(files, problems):
+def build(
+    files: Iterable[str],
+    report: Report,
+    problems: list[str] | None = None,
+    reader: OutputLines | None = None,
+) -> Report:
+    for rec in read_records(files, problems, reader):
         report.add(rec)
     return report
 

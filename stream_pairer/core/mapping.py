@@ -29,7 +29,7 @@ import jq  # type: ignore[import-not-found,unused-ignore]
 from stream_pairer.core.formats import canonical
 from stream_pairer.core.formats.common import MARK_SCOPE, Part, json_type, mark, record_ts
 from stream_pairer.core.vocab import DeadLetterReason
-from stream_pairer.errors import FormatError, StreamPairerError
+from stream_pairer.errors import FormatError, MappingError
 
 __all__ = ["MAPPED", "MAPPING_ERROR", "Mapping", "MappingError", "compile_mapping"]
 
@@ -44,11 +44,6 @@ _DETAIL_CHARS: Final = 400
 _LOCATED: Final = re.compile(
     r"jq: error: (?P<what>.*?) at <[^>]*>, line (?P<line>\d+)(?:, column (?P<col>\d+))?:"
 )
-
-
-class MappingError(StreamPairerError, ValueError):
-    """A mapping program that cannot be used (does not compile). The message names the file and
-    line; the commands print it as their one-line reason and exit 2."""
 
 
 class Mapping:

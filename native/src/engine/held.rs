@@ -5,6 +5,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
+use super::byname::ByName;
 use super::{HashMap, IndexMap};
 use crate::event::Event;
 use crate::tagging::ConvTags;
@@ -72,12 +73,24 @@ pub(super) struct Conv {
     pub(super) cid: String,
     pub(super) calls_by_id: HashMap<String, u64>,
     pub(super) open_calls: BTreeSet<u64>,
-    // Insertion-ordered like the Python dict: LRU eviction emits held results in this order.
+    // Results waiting for their call, by id. Nothing reads this map in order (eviction and flush
+    // go by seq), so a released id is swap-removed: O(1), where `shift_remove` moved every later
+    // entry and made 100,000 unknown-id results in one conversation quadratic (issue 27).
     pub(super) pending: IndexMap<String, Vec<u64>>,
-    // id -> (how it closed, stamp in the engine-wide order)
+    // How many seqs `pending` holds in all: `held_count` runs on every held event, so it must not
+    // sum the lists (issue 27: that scan was the other quadratic part).
+    pub(super) pending_n: usize,
+    // id -> (how it closed, stamp in the engine-wide order). Its order is not read: the oldest is
+    // the first of `closed_order`, so an id leaves by swap_remove, O(1), where shift_remove moved
+    // every later id (O(--max-closed-ids-per-conversation) per closed call past the cap).
     pub(super) closed: IndexMap<String, (Closed, u64)>,
+    // The stamps of `closed`, oldest first (the id of a stamp is in `Engine::closed`).
+    pub(super) closed_order: BTreeSet<u64>,
     // Id-less results that came before any call they could pair with, by seq (arrival order).
     pub(super) early: BTreeSet<u64>,
+    // `open_calls` and `early` by tool name: FIFO pairing without a scan (byname.rs).
+    pub(super) open_by_name: ByName,
+    pub(super) early_by_name: ByName,
     // The newest event time seen in this conversation; it alone fires `timers`.
     pub(super) clock_ms: f64,
     pub(super) timers: BinaryHeap<Reverse<Timer>>,
@@ -108,9 +121,7 @@ impl Conv {
         self.open_calls.is_empty() && self.pending.is_empty() && self.early.is_empty()
     }
     pub(super) fn held_count(&self) -> usize {
-        self.open_calls.len()
-            + self.pending.values().map(Vec::len).sum::<usize>()
-            + self.early.len()
+        self.open_calls.len() + self.pending_n + self.early.len()
     }
     pub(super) fn held_seqs(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self.open_calls.iter().copied().collect();

@@ -10,6 +10,7 @@ use std::mem::size_of;
 use super::held::{Conv, Held, Timer};
 use super::Engine;
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
 /// One container (summed over conversations for the per-conversation ones): entries, capacity
 /// (slots the allocation has room for), estimated table bytes.
@@ -118,6 +119,8 @@ impl Engine {
             Acc::default(),
         );
         let (mut seen, mut seen_order) = (Acc::default(), Acc::default());
+        let (mut names, mut named, mut closed_order) =
+            (Acc::default(), Acc::default(), Acc::default());
         for c in self.slab.iter().flatten() {
             ids.add(
                 c.calls_by_id.len(),
@@ -136,6 +139,12 @@ impl Engine {
                 indexmap::<String, (bool, u64)>(),
             );
             early.add(c.early.len(), c.early.len(), size_of::<u64>());
+            closed_order.add(c.closed_order.len(), c.closed_order.len(), size_of::<u64>());
+            for by in [&c.open_by_name, &c.early_by_name] {
+                let (n, cap, seqs) = by.usage();
+                names.add(n, cap, table::<String, BTreeSet<u64>>());
+                named.add(seqs, seqs, size_of::<u64>());
+            }
             timers.add(
                 c.timers.len(),
                 c.timers.capacity(),
@@ -153,6 +162,9 @@ impl Engine {
         push("conv.closed", closed);
         push("conv.early", early);
         push("conv.timers", timers);
+        push("conv.closed_order", closed_order);
+        push("conv.by_name", names);
+        push("conv.by_name.seqs", named);
         push("conv.tags.seen", seen);
         push("conv.tags.seen_order", seen_order);
         if let Some(t) = &self.tagger {

@@ -9,8 +9,10 @@
 //! `held` (the state's data types), `rules` (what an arriving call or result does), `state`
 //! (holding and releasing, the conversation LRU, the closed-id memory, the bounds and both kinds
 //! of timers), `emit` (the output records and their counters), `changes` (checkpoint deltas) and
-//! `memory` (container sizes for the benchmarks). This module keeps the configuration, the engine
-//! itself and its entry points. The children depend on `held` and `emit`, never on each other.
+//! `memory` (container sizes for the benchmarks), with `byname` (a conversation's held events by
+//! tool name, for FIFO pairing without a scan). This module keeps the configuration, the engine
+//! itself and its entry points. The children depend on `held`, `emit` and `byname`, never on each
+//! other.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -26,6 +28,7 @@ type IndexMap<K, V> = indexmap::IndexMap<K, V, Keyed>;
 use crate::event::Event;
 use crate::tagging::Tagger;
 
+mod byname;
 mod changes;
 mod emit;
 mod held;

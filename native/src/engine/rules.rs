@@ -3,12 +3,13 @@
 
 use std::collections::BTreeSet;
 
+use super::byname::ByName;
 use super::emit::Out;
 use super::held::{Closed, Held};
 use super::Engine;
 use crate::event::Event;
 use crate::vocab::eviction_limit::CALLS_PER_CONVERSATION;
-use crate::vocab::fifo_by::{NAME, ORDER};
+use crate::vocab::fifo_by::ORDER;
 use crate::vocab::orphan_reason::{
     DUPLICATE_RESULT, EVICTED, FIFO_CONFLICT, LATE_RESULT, SUPERSEDED,
 };
@@ -64,9 +65,11 @@ impl Engine {
             self.emit_orphan_seq(first, EVICTED, out);
         }
         let id = call.id.clone();
+        let name = call.name.clone();
         let seq = self.hold(call, conv, ts, self.cfg.call_timeout_ms);
         let c = self.conv_mut(conv);
         c.open_calls.insert(seq);
+        c.open_by_name.insert(name.as_deref(), seq);
         if let Some(id) = id {
             c.calls_by_id.insert(id, seq);
         }
@@ -98,6 +101,7 @@ impl Engine {
                 .entry(rid)
                 .or_default()
                 .push(seq);
+            self.conv_mut(conv).pending_n += 1;
             self.pending_results += 1;
             return;
         }
@@ -108,8 +112,11 @@ impl Engine {
             return;
         }
         // No call it could pair with yet: wait the grace for one, as a result with an unknown id does.
+        let name = result.name.clone();
         let seq = self.hold(result, conv, ts, self.cfg.result_grace_ms);
-        self.conv_mut(conv).early.insert(seq);
+        let c = self.conv_mut(conv);
+        c.early.insert(seq);
+        c.early_by_name.insert(name.as_deref(), seq);
         self.pending_results += 1;
     }
 
@@ -119,7 +126,8 @@ impl Engine {
         conv: usize,
         name: Option<&str>,
     ) -> Option<(u64, &'static str)> {
-        self.oldest_by_name(&self.conv(conv).early, name)
+        let c = self.conv(conv);
+        oldest_by_name(&c.early, &c.early_by_name, name)
     }
 
     /// The open call an id-less result takes.
@@ -128,35 +136,21 @@ impl Engine {
         conv: usize,
         name: Option<&str>,
     ) -> Option<(u64, &'static str)> {
-        self.oldest_by_name(&self.conv(conv).open_calls, name)
+        let c = self.conv(conv);
+        oldest_by_name(&c.open_calls, &c.open_by_name, name)
     }
+}
 
-    /// Of `held` (seqs, oldest first), the oldest with this tool name, else the oldest without a
-    /// name (`name`), or the oldest of all when the event itself has no name (`order`).
-    fn oldest_by_name(
-        &self,
-        held: &BTreeSet<u64>,
-        name: Option<&str>,
-    ) -> Option<(u64, &'static str)> {
-        let first = *held.iter().next()?;
-        let Some(name) = name else {
-            return Some((first, ORDER));
-        };
-        let mut unnamed = None;
-        for seq in held {
-            let held_name = self
-                .held
-                .get(seq)
-                .expect("a candidate is held")
-                .ev
-                .name
-                .as_deref();
-            match held_name {
-                Some(n) if n == name => return Some((*seq, NAME)),
-                None if unnamed.is_none() => unnamed = Some(*seq),
-                _ => {}
-            }
-        }
-        unnamed.map(|s| (s, ORDER))
+/// Of `held` (seqs, oldest first), the oldest with this tool name (`name`), else the oldest without
+/// a name, or the oldest of all when the event itself has no name (both `order`). `by_name` indexes
+/// `held` by name, so neither case scans it (issue 27: the scan made FIFO pairing quadratic).
+fn oldest_by_name(
+    held: &BTreeSet<u64>,
+    by_name: &ByName,
+    name: Option<&str>,
+) -> Option<(u64, &'static str)> {
+    match name {
+        None => held.first().map(|&seq| (seq, ORDER)),
+        Some(name) => by_name.candidate(name),
     }
 }

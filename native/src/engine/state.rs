@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
+use super::byname::ByName;
 use super::emit::Out;
 use super::held::{Closed, Conv, Held, Timer, NIL, TIMERS_REBUILD_OVER};
 use super::{held_cost, Engine, HashMap, IndexMap};
@@ -91,8 +92,12 @@ impl Engine {
                     calls_by_id: HashMap::default(),
                     open_calls: BTreeSet::new(),
                     pending: IndexMap::default(),
+                    pending_n: 0,
                     closed: IndexMap::default(),
+                    closed_order: BTreeSet::new(),
                     early: BTreeSet::new(),
+                    open_by_name: ByName::default(),
+                    early_by_name: ByName::default(),
                     clock_ms: if self.restored_clocks.is_empty() {
                         f64::NEG_INFINITY
                     } else {
@@ -198,6 +203,7 @@ impl Engine {
         let c = self.slab[h.conv].as_mut().expect("live conversation");
         if h.ev.is_call {
             c.open_calls.remove(&seq);
+            c.open_by_name.remove(h.ev.name.as_deref(), seq);
             if let Some(id) = &h.ev.id {
                 if c.calls_by_id.get(id) == Some(&seq) {
                     c.calls_by_id.remove(id);
@@ -213,8 +219,9 @@ impl Engine {
         } else if let Some(id) = &h.ev.id {
             let w = c.pending.get_mut(id).expect("pending list");
             w.retain(|&s| s != seq);
+            c.pending_n -= 1;
             if w.is_empty() {
-                c.pending.shift_remove(id);
+                c.pending.swap_remove(id);
                 if c.pending.is_empty() {
                     c.pending = IndexMap::default(); // see calls_by_id above
                 }
@@ -222,6 +229,7 @@ impl Engine {
             self.pending_results -= 1;
         } else {
             c.early.remove(&seq);
+            c.early_by_name.remove(h.ev.name.as_deref(), seq);
             self.pending_results -= 1;
         }
         if !c.timers.is_empty() && c.holds_nothing() {
@@ -236,16 +244,19 @@ impl Engine {
         self.stamp += 1;
         let stamp = self.stamp;
         let c = self.slab[conv].as_mut().expect("live conversation");
-        if let Some((_, old)) = c.closed.shift_remove(cid) {
+        if let Some((_, old)) = c.closed.swap_remove(cid) {
             self.closed.remove(&old);
+            c.closed_order.remove(&old);
         } else {
             self.id_bytes += cid.chars().count() as i64;
         }
         c.closed.insert(cid.to_owned(), (how, stamp));
+        c.closed_order.insert(stamp);
         let over = c.closed.len() > self.cfg.max_closed_ids_per_conversation;
         self.closed.insert(stamp, (conv, cid.to_owned()));
         if over {
-            let first = self.conv(conv).closed.get_index(0).unwrap().0.clone();
+            let oldest = *self.conv(conv).closed_order.first().unwrap();
+            let first = self.closed[&oldest].1.clone();
             self.drop_closed(conv, &first);
         }
         while self.closed.len() > self.cfg.max_closed_ids {
@@ -261,15 +272,16 @@ impl Engine {
 
     pub(super) fn drop_closed(&mut self, conv: usize, cid: &str) {
         let c = self.slab[conv].as_mut().expect("live conversation");
-        if let Some((_, stamp)) = c.closed.shift_remove(cid) {
+        if let Some((_, stamp)) = c.closed.swap_remove(cid) {
             self.closed.remove(&stamp);
+            c.closed_order.remove(&stamp);
             self.id_bytes -= cid.chars().count() as i64;
         }
         if c.closed.is_empty() {
             c.closed = IndexMap::default();
         } else if c.closed.capacity() > 4 * c.closed.len() {
             // The engine-wide bound takes ids from conversations that once closed many: their
-            // tables shrink with them (a map never shrinks by itself; engine_memory.rs measures).
+            // tables shrink with them (a map never shrinks by itself; memory.rs measures).
             c.closed.shrink_to_fit();
         }
     }

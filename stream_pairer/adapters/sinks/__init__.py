@@ -25,6 +25,7 @@ from typing import Any, Final, Protocol, Self
 
 import orjson
 
+from stream_pairer.adapters.outlock import LOCK_NAME
 from stream_pairer.core.vocab import Record
 from stream_pairer.errors import OutputRefused
 
@@ -80,8 +81,8 @@ def check_out(out: Path, *, overwrite: bool, output_format: str = "jsonl") -> No
     before any input is read. `-` (stdout) and Iceberg (append-only, idempotent) are never refused."""
     if str(out) == STDOUT or output_format == "iceberg" or overwrite or not os.path.isdir(out):
         return
-    with os.scandir(out) as entries:
-        first = next((e.name for e in entries), None)
+    with os.scandir(out) as entries:  # the run's own lock file (outlock.py) is not an output
+        first = next((e.name for e in entries if e.name != LOCK_NAME), None)
     if first is not None:
         raise OutputRefused(
             f"refusing --out {out}: it is not empty (holds {first}); pass --overwrite to replace "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -21,10 +22,19 @@ from typing import TextIO
 
 import orjson
 
-from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, read_lines
+from stream_pairer.adapters.files import (
+    OUTPUT_FILES,
+    FileRecords,
+    Oversize,
+    check_inputs,
+    read_lines,
+)
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.adapters.naming import named_inputs
+from stream_pairer.adapters.walk import Walk, add_walk_arguments
+from stream_pairer.adapters.walk import probe as probe_file
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
+from stream_pairer.analysis.outputs import DEFAULT_MAX_LINE_BYTES
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
 from stream_pairer.cli.options import (
     add_map_option,
@@ -129,7 +139,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=300.0,
         help="seconds allowed to read the topics up to their end offsets",
     )
+    add_walk_arguments(parser)
     add_security_arguments(parser, producer=False)
+    parser.add_argument(
+        "--max-line-bytes",
+        type=positive_int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help="files mode: an output line longer than this stops the audit with one line, unread",
+    )
     parser.add_argument("--show", type=int, default=20, help="problem positions to print (default: 20)")
     parser.add_argument("--json", type=Path, default=None, help="also write the full report as JSON here")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
@@ -181,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
                 [Path(o) for o in args.outputs],
                 conversation_id=args.conversation_id,
                 progress=None if args.quiet else sys.stderr,
+                max_line_bytes=args.max_line_bytes,
+                follow_links=args.follow_links,
             )
     except (InputError, AuditReadError, SidecarError) as err:
         print(f"stream-pairer audit: {err}", file=sys.stderr)
@@ -224,14 +243,20 @@ def audit_files(
     *,
     conversation_id: str | None = None,
     progress: TextIO | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    follow_links: bool = False,
 ) -> AuditReport:
     """Inputs read exactly as `pair` read them (same files in the same order, same documents,
     same conversation fallbacks), then every output line."""
     config = auditor.format_config
     tick = _AuditProgress(progress)
     out_dir = next((o for o in outputs if o.is_dir()), None)  # as `pair` skipped it in a walk
-    for input_path, name in named_inputs(inputs, skip_dir=out_dir):
-        stream = auditor.add_stream(("file", name), name, 1)
+    named = named_inputs(inputs, walk=Walk(out_dir, follow_links=follow_links))
+    check_inputs([path for path, _ in named])  # devices, /proc files: one line before reading, as `pair` does
+    for path in output_files(outputs):
+        probe_file(str(path))
+    for input_path, name in named:
+        stream = auditor.add_stream(("file", name), name, 1)  # as `pair` wrote it in source.file
         records = FileRecords(
             input_path,
             max_bytes=config.max_record_bytes,
@@ -247,8 +272,15 @@ def audit_files(
                 if auditor.session_id is not None and records.forced is None:
                     records.set_session(auditor.session_id)
             tick.tick("input records")
+
+    def too_long(lineno: int, item: Oversize, path: Path = Path()) -> None:
+        raise InputError(
+            f"{path}:{lineno} is a line of {item.size} bytes, more than {max_line_bytes}: not read "
+            "(raise --max-line-bytes to audit it)"
+        )
+
     for path in output_files(outputs):
-        for lineno, line in read_lines(str(path)):
+        for lineno, line in read_lines(str(path), max_line_bytes, functools.partial(too_long, path=path)):
             auditor.add_output_line(line, f"{path}:{lineno}")
             tick.tick("output records")
     tick.done()

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,8 +21,10 @@ from stream_pairer.adapters.files import (
     write_private_file,
 )
 from stream_pairer.adapters.naming import named_inputs
+from stream_pairer.adapters.outlock import OutputLock, stop_on_signals
 from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, open_sink
 from stream_pairer.adapters.state import RunState
+from stream_pairer.adapters.walk import Walk, add_walk_arguments, skipped_line
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -34,7 +37,7 @@ from stream_pairer.core.engines import make_pipeline, resolve_engine
 from stream_pairer.core.native import NativePipeline
 from stream_pairer.core.pipeline import Pipeline, Summary
 from stream_pairer.core.vocab import OrphanReason, Record
-from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused
+from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused, Stopped
 from stream_pairer.ops.gctune import tune_gc
 
 NAME = "pair"
@@ -121,6 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=False,
         help="with --state: end everything still held at the end of this run (the final run)",
     )
+    add_walk_arguments(parser)
     add_engine_arguments(parser)
 
 
@@ -137,29 +141,34 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
+    walk = Walk(None if str(args.out) == STDOUT else args.out, follow_links=args.follow_links)
+    # The lock first: a second run into a busy --out is told who holds it, not that it is non-empty.
+    lock = ExitStack()
     try:
-        named = named_inputs(args.inputs, skip_dir=args.out, stdin_name=args.stdin_name)
+        lock.enter_context(_out_lock(args))
+        named, state = _check_run(args, walk)
         inputs = [path for path, _ in named]
-        check_output_dir(args.out, inputs)  # the more specific refusal first
-        check_out(args.out, overwrite=args.overwrite, output_format=args.output_format)
-        if args.summary_json is not None:
-            check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
-        check_inputs(inputs)  # all of them, before anything is written
-        state = _open_state(args, [name for _, name in named])
     except InputError as err:
+        lock.close()
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
     try:
-        sink = open_sink(args.out, inputs, output_format=args.output_format, partition=args.partition_by_day)
-        with sink as writer:
-            input_bytes = _pair_inputs(pipeline, named, args, writer, progress, state=state)
-        if state is not None:
-            state.save([name for _, name in named])
+        with stop_on_signals(), lock:
+            sink = open_sink(
+                args.out, inputs, output_format=args.output_format, partition=args.partition_by_day
+            )
+            with sink as writer:
+                input_bytes = _pair_inputs(pipeline, named, args, writer, progress, state=state)
+            if state is not None:
+                state.save([name for _, name in named])
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
+    except Stopped as stop:
+        print(f"stream-pairer pair: stopped by {stop}: outputs left as they were", file=sys.stderr)
+        return 128 + stop.signum
     finally:
         if state is not None:
             state.close()
@@ -171,30 +180,63 @@ def run(args: argparse.Namespace) -> int:
     summary = pipeline.summary if state is None else state.uncount(pipeline.summary)
     carried = None if state is None else (state.carried_in, state.carried_out)
     if args.summary_json is not None:
-        import orjson  # noqa: PLC0415 - only needed for this option
-
-        body = (
-            summary.as_dict()
-            | ({} if carried is None else {"events_carried_in": carried[0], "events_carried_out": carried[1]})
-            | {
-                "loop_cap_crossings": crossings,
-                "history_ids_forgotten": pipeline.dedup.forgotten,
-                "engine": engine,
-                "seconds": round(elapsed, 3),
-            }
-            | size.as_dict()
-        )
-        try:
-            write_private_file(args.summary_json, orjson.dumps(body, option=orjson.OPT_INDENT_2))
-        except InputError as err:
-            print(f"stream-pairer pair: {err}", file=sys.stderr)
-            return 2 if isinstance(err, OutputRefused) else 1
+        extra = {
+            "loop_cap_crossings": crossings,
+            "history_ids_forgotten": pipeline.dedup.forgotten,
+            "engine": engine,
+            "seconds": round(elapsed, 3),
+            "inputs_skipped": dict(walk.skipped),
+        }
+        code = _write_summary_json(args.summary_json, summary, carried, extra, size)
+        if code:
+            return code
     if not args.quiet:  # beside the records when they go to stdout
         print(
             render_summary(summary, elapsed, args.out, crossings, size, engine=engine, carried=carried),
             file=sys.stderr if str(args.out) == STDOUT else sys.stdout,
         )
     return 0
+
+
+def _write_summary_json(
+    path: Path,
+    summary: Summary,
+    carried: tuple[int, int] | None,
+    extra: dict[str, Any],
+    size: OutputSize,
+) -> int:
+    """`--summary-json`: the summary, what --state carried, `extra` and the sizes; 0, or the
+    exit code of a refusal (printed as one line)."""
+    import orjson  # noqa: PLC0415 - only needed for this option
+
+    body = (
+        summary.as_dict()
+        | ({} if carried is None else {"events_carried_in": carried[0], "events_carried_out": carried[1]})
+        | extra
+        | size.as_dict()
+    )
+    try:
+        write_private_file(path, orjson.dumps(body, option=orjson.OPT_INDENT_2))
+    except InputError as err:
+        print(f"stream-pairer pair: {err}", file=sys.stderr)
+        return 2 if isinstance(err, OutputRefused) else 1
+    return 0
+
+
+def _check_run(args: argparse.Namespace, walk: Walk) -> tuple[list[tuple[str, str]], RunState | None]:
+    """The named inputs and the --state of this run, every refusal (InputError) raised before
+    anything is written: a typo in the last input name must not cost a long run."""
+    named = named_inputs(args.inputs, stdin_name=args.stdin_name, walk=walk)
+    inputs = [path for path, _ in named]
+    check_output_dir(args.out, inputs)  # the more specific refusal first
+    check_out(args.out, overwrite=args.overwrite, output_format=args.output_format)
+    if args.summary_json is not None:
+        check_extra_output(args.summary_json, "--summary-json", args.out, inputs)
+    check_inputs(inputs)  # all of them, before anything is written
+    state = _open_state(args, [name for _, name in named])
+    if walk.skipped:
+        print(f"stream-pairer pair: {skipped_line(walk.skipped)}", file=sys.stderr)
+    return named, state
 
 
 def _open_state(args: argparse.Namespace, names: list[str]) -> RunState | None:
@@ -403,3 +445,11 @@ def render_summary(
     where = "records to stdout" if str(out) == STDOUT else f"outputs in {out}/"
     lines.append(f"{where} ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
     return "\n".join(lines)
+
+
+def _out_lock(args: argparse.Namespace) -> AbstractContextManager[object]:
+    """One run at a time writes an `--out` directory (outlock.py). Stdout has no directory to lock,
+    and an Iceberg catalog serialises its own commits (and a re-run appends nothing)."""
+    if str(args.out) == STDOUT or args.output_format == "iceberg" or args.out.is_file():
+        return nullcontext()  # (a file as --out is refused by check_output_dir, exit 2)
+    return OutputLock(args.out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stream_pairer.analysis.outputs import DEFAULT_MAX_LINE_BYTES, OutputLines
 from stream_pairer.analysis.report import FORMATS, Report, build, input_files, parse_time, render
 from stream_pairer.errors import InputError
 
@@ -81,6 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="rows of the by-tool table; the rest fold into one '(other)' row (default: 20)",
     )
+    parser.add_argument(
+        "--max-line-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="N",
+        help=f"output lines longer than this are skipped, not read (default: {DEFAULT_MAX_LINE_BYTES})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,8 +106,9 @@ def run(args: argparse.Namespace) -> int:
         max_tool_rows=args.max_tool_rows,
     )
     problems: list[str] = []
+    reader = OutputLines(args.max_line_bytes)
     try:
-        build(input_files(args.inputs), report, problems)
+        build(input_files(args.inputs), report, problems, reader)
     except InputError as err:
         print(f"stream-pairer report: {err}", file=sys.stderr)
         return 2
@@ -116,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for p in problems:
         print(f"stream-pairer report: skipped {p}", file=sys.stderr)
+    for w in reader.warnings():
+        print(f"stream-pairer report: {w}", file=sys.stderr)
     if data["totals"]["malformed_lines"] > len(problems):
         print(
             f"stream-pairer report: {data['totals']['malformed_lines']} malformed lines in all",
