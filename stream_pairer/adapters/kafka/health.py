@@ -42,6 +42,9 @@ class HealthMixin(SidecarState):
         consumer = self._consumer
         if not self._connected or consumer is None:
             return f"not connected ({self.last_error})" if self.last_error else "not connected"
+        stuck_outputs = self._outputs_watch.stuck()
+        if stuck_outputs is not None and stuck_outputs[0] > self.config.ready_timeout_s:
+            return stuck_outputs[1]
         if not self.states or self._unopened:
             held = len(self._hold_until)
             return (
@@ -103,6 +106,9 @@ class HealthMixin(SidecarState):
                 base = self._committed.get(tp, self._start_position.get(tp))
                 if hw is not None and base is not None:
                     m.set_lag(tp.topic, tp.partition, hw - base)
+        self._outputs_watch.settle(
+            all_committed=not self._unopened and not any(st.dirty for st in self.states.values())
+        )
         m.set_state(open_calls=calls, open_conversations=convs, held_bytes=held, pending_results=pending)
         self._publish_assignment()
         m.set_up(self.ready)

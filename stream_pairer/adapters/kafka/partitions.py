@@ -79,6 +79,7 @@ class PartitionsMixin(SidecarState):
             )
         delay = backoff.next()
         self._hold_until[tp] = time.monotonic() + delay
+        self._outputs_watch.partition_failed(tp_key(tp), err)  # not ready until it commits (acks.py)
         first = self.states_log.change(
             f"partition {tp_key(tp)}", "stuck",
             f"outputs not delivered ({err}); rebuilding it from its last commit by replay, with backoff",
@@ -126,6 +127,7 @@ class PartitionsMixin(SidecarState):
                 self.metrics.forget_partition(tp.topic, tp.partition)
                 self._start_position.pop(tp, None)
                 self._committed.pop(tp, None)
+                self._outputs_watch.partition_delivered(tp_key(tp))  # the next owner's to deliver now
             self._unopened -= revoked
             self._publish_assignment()
             if mine:

@@ -38,6 +38,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError
 from prometheus_client import ProcessCollector
 
+from stream_pairer.adapters.kafka.acks import OutputWatch
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import (
     KafkaSettings,
@@ -128,6 +129,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._delivery: Delivery | None = None
+        self._outputs_watch = OutputWatch()  # kept across rebuilds and sessions: /readyz (acks.py)
         self._store: CheckpointStore | None = None
         self._rekeyer: asyncio.Task[None] | None = None
         self._origin: dict[str, str] = {t: t for t in config.input_topics}  # consumed topic -> input topic
@@ -443,6 +445,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
             if err is None:
                 self._last_commit[tp] = cp
                 self._committed[tp] = cp.committed
+                self._outputs_watch.partition_delivered(tp_key(tp))
                 done = states.get(tp)
                 if done is not None:
                     done.dirty = False
