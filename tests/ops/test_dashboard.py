@@ -267,15 +267,21 @@ def _thresholds(expr: str, lhs_name: str) -> list[float]:
 
 
 def test_orphan_rate_panel_draws_the_alert_threshold() -> None:
-    alert = _thresholds(
-        _alert("StreamPairerOrphanRateHigh")["expr"],
-        "namespace_job:stream_pairer_orphan_results:ratio_rate5m",
-    )
-    assert len(alert) == 1, alert
-    for title in ("Orphan result rate", "Orphan result rate (5m)"):
+    """The red line is StreamPairerOrphanRateHigh's threshold where the baseline is ~0: the alert's
+    factor times the floor of the baseline recording rule."""
+    expr = _alert("StreamPairerOrphanRateHigh")["expr"]
+    baseline = "namespace_job:stream_pairer_orphan_results:ratio_baseline"
+    factors = set(re.findall(rf"> on \(namespace, job\) ([\d.]+) \* {baseline}", expr))
+    assert len(factors) == 1, expr
+    rule = next(r["expr"] for g in rules()["groups"] for r in g["rules"] if r.get("record") == baseline)
+    floor = re.search(r",\s*([\d.]+)\s*\)\s*$", rule)
+    assert floor, rule
+    threshold = float(factors.pop()) * float(floor.group(1))
+    for title in ("Orphan result rate", "Orphan result rate (3m)"):
         (panel,) = [p for p in all_panels(dashboard()["panels"]) if p["title"] == title]
         steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
-        assert [s["value"] for s in steps if s["color"] == "red"] == alert, title
+        red = [s["value"] for s in steps if s["color"] == "red"]
+        assert red == [pytest.approx(threshold)], title
 
 
 def test_not_consuming_panel_draws_the_alert_threshold() -> None:
