@@ -238,9 +238,10 @@ def build_panels() -> list[Panel]:
         16,
     )
     b.stat(
-        "Consumer lag",
-        "Messages not yet consumed, all partitions.",
-        f"sum({sel('stream_pairer_consumer_lag_messages')})",
+        "Unprocessed messages",
+        "Messages not yet read and paired (high watermark minus the next offset to process), all "
+        "partitions: ~0 when caught up. StreamPairerConsumerLagGrowing and NotConsuming use it.",
+        f"sum({sel('stream_pairer_unprocessed_messages')})",
         20,
     )
     b.next_line(4)
@@ -405,16 +406,22 @@ def build_panels() -> list[Panel]:
     b.row("Kafka")
     b.timeseries(
         "Consumer lag by partition",
-        "Messages between the consumer position and the high watermark.",
+        "Two lags per partition. unprocessed: high watermark minus the next offset to process (what "
+        "is left to pair; the alerts use it). committed: high watermark minus the group's committed "
+        "offset, which Burrow and kafka_exporter show: calls held for their results pin it, so it "
+        "stays up on a caught-up sidecar by what the held window spans (README, Two lags).",
         [
             (
+                f"sum by (topic, partition) ({sel('stream_pairer_unprocessed_messages')})",
+                "unprocessed {{topic}}/{{partition}}",
+            ),
+            (
                 f"sum by (topic, partition) ({sel('stream_pairer_consumer_lag_messages')})",
-                "{{topic}}/{{partition}}",
-            )
+                "committed {{topic}}/{{partition}}",
+            ),
         ],
         0,
         w=8,
-        stack=True,
     )
     b.timeseries(
         "Assigned partitions and rebalances",

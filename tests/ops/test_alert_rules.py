@@ -302,14 +302,14 @@ GUARDS = [
     ),
     (
         "StreamPairerNotConsuming",
-        "(stream_pairer_consumer_lag_messages) > 0",
-        "(stream_pairer_consumer_lag_messages) >= 0",
+        "(stream_pairer_unprocessed_messages) > 0",
+        "(stream_pairer_unprocessed_messages) >= 0",
         "idle input (nothing to consume) stays silent",
     ),
     (
         "StreamPairerConsumerLagGrowing",
-        "delta(namespace_job_topic:stream_pairer_consumer_lag_messages:sum[15m]) > 0",
-        "delta(namespace_job_topic:stream_pairer_consumer_lag_messages:sum[15m]) > -1e9",
+        "delta(namespace_job_topic:stream_pairer_unprocessed_messages:sum[15m]) > 0",
+        "delta(namespace_job_topic:stream_pairer_unprocessed_messages:sum[15m]) > -1e9",
         "high lag that is shrinking (catching up) stays silent",
     ),
     (

@@ -135,7 +135,7 @@ def test_registry_names_match_what_the_service_exposes() -> None:
     m.observe_output({"kind": "orphan_call", "reason": "timeout", "tool": "t"})
     m.observe_output({"kind": "dead_letter", "reason": "invalid_json"})
     m.observe_emit_latency(0.01)
-    m.set_lag("in", 0, 3)
+    m.set_lag("in", 0, 3, 1)
     text = generate_latest(m.registry).decode()
     exposed = {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
     expected = metric_names(m.registry)
@@ -219,7 +219,7 @@ def _panels_using(*names: str) -> list[str]:
         ("open calls and evictions", ["stream_pairer_open_calls", "stream_pairer_evictions_total"]),
         ("tool latency", ["stream_pairer_tool_latency_seconds_bucket"]),
         ("emit latency", ["stream_pairer_emit_latency_seconds_bucket"]),
-        ("lag", ["stream_pairer_consumer_lag_messages"]),
+        ("lag", ["stream_pairer_consumer_lag_messages", "stream_pairer_unprocessed_messages"]),
         ("failure points", ["stream_pairer_tool_failures_total"]),
         ("failure share of calls", ["stream_pairer_tool_failures_total", "stream_pairer_tool_calls_total"]),
         ("outcomes", ["stream_pairer_tool_outcomes_total"]),

@@ -2,8 +2,9 @@
 
 Readiness tells the truth about delivery, not only about fetching: a sidecar whose outputs are not
 acknowledged (sends retrying against a broker that refuses or cannot be reached), or whose
-partitions wait to be rebuilt, is not ready; the lag gauge counts from the committed offset, so it
-grows while nothing commits.
+partitions wait to be rebuilt, is not ready (acks.py keeps that clock). Two lag gauges per
+partition: from the committed offset (grows while nothing commits) and from the next offset to
+process (what is left to read and pair).
 """
 
 from __future__ import annotations
@@ -100,12 +101,13 @@ class HealthMixin(SidecarState):
             held += g.held_bytes
             pending += g.pending_results
             with contextlib.suppress(Exception):
-                # Lag from the committed offset, not the fetch position: a partition whose outputs
-                # are not acknowledged (so nothing commits) shows its lag growing.
+                # Two lags: from the committed offset (what external lag tools compute; it grows
+                # while nothing commits) and from the next offset to process (what is left to pair).
                 hw = consumer.highwater(tp)
                 base = self._committed.get(tp, self._start_position.get(tp))
+                done = st.next_offset if st.next_offset is not None else base
                 if hw is not None and base is not None:
-                    m.set_lag(tp.topic, tp.partition, hw - base)
+                    m.set_lag(tp.topic, tp.partition, hw - base, None if done is None else hw - done)
         self._outputs_watch.settle(
             all_committed=not self._unopened and not any(st.dirty for st in self.states.values())
         )
