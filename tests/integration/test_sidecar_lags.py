@@ -2,15 +2,19 @@
 
 Ten calls wait for their results (call timeout two hours) while 100 pairs go through. Once the
 sidecar has processed everything, `stream_pairer_unprocessed_messages` reads 0 on every partition
-(caught up), while `stream_pairer_consumer_lag_messages` (the committed lag external tools compute)
-still counts from the oldest held call: the committed offset does not pass it yet (README, "Two
-lags"). A restart then pairs the held calls with results produced after it: nothing lost.
+(caught up), and so does `stream_pairer_consumer_lag_messages` (the committed lag Burrow and
+kafka_exporter compute): the committed offset follows what was processed, the held calls'
+positions live in the checkpoint. A restart then replays the held calls from the checkpoint (before
+the committed offset) and pairs them with results produced after it: nothing lost, in both delivery
+modes. With `--commit-held-back` (the rule before) the committed lag stays pinned by the held calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+
+import pytest
 
 from stream_pairer.adapters.kafka.sidecar import Sidecar
 from stream_pairer.core.engine import EngineConfig
@@ -34,14 +38,20 @@ def gauge_sum(sidecar: Sidecar, name: str, topic: str) -> float | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-async def test_unprocessed_reaches_zero_while_held_calls_pin_the_committed_lag(
-    kafka_broker: object, topic_factory: TopicFactory
+@pytest.mark.parametrize(
+    "exactly_once, commit_processed",
+    [(False, True), (True, True), (False, False)],
+    ids=["at-least-once", "exactly-once", "commit-held-back"],
+)
+async def test_committed_lag_follows_processing_and_a_restart_pairs_the_held_calls(
+    kafka_broker: object, topic_factory: TopicFactory, exactly_once: bool, commit_processed: bool
 ) -> None:
     topic = await topic_factory(2)
     bootstrap = kafka_broker.bootstrap  # type: ignore[attr-defined]
     cfg = config(
         bootstrap, topic, f"g-lags-{uuid.uuid4().hex[:8]}",
         engine=EngineConfig(call_timeout_ms=7_200_000, result_grace_ms=1_000),
+        exactly_once=exactly_once, commit_processed=commit_processed,
     )  # fmt: skip
     held = [(f"h{i}".encode(), event(f"h{i}", "tool_call", f"hold{i}")) for i in range(10)]
     pairs: list[tuple[bytes | None, bytes | None]] = []
@@ -58,8 +68,12 @@ async def test_unprocessed_reaches_zero_while_held_calls_pin_the_committed_lag(
         await wait_for(lambda: gauge_sum(sidecar, unprocessed, topic) == 0, 30, "unprocessed 0")
         await asyncio.sleep(1.0)  # a few commits and gauge updates later: still 0
         assert gauge_sum(sidecar, unprocessed, topic) == 0
-        committed = gauge_sum(sidecar, "stream_pairer_consumer_lag_messages", topic)
-        assert committed is not None and committed >= 100, committed  # pinned by the held calls
+        lag = "stream_pairer_consumer_lag_messages"
+        if commit_processed:
+            await wait_for(lambda: gauge_sum(sidecar, lag, topic) == 0, 30, "committed lag 0")
+        else:
+            committed = gauge_sum(sidecar, lag, topic)
+            assert committed is not None and committed >= 100, committed  # pinned by the held calls
     finally:
         await sidecar.stop()
 

@@ -23,7 +23,7 @@ from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState
 from stream_pairer.adapters.kafka.topics import committed_offsets
 from stream_pairer.core.engines import make_pipeline
 from stream_pairer.errors import Fenced, OutputTooLarge, SidecarError
-from stream_pairer.stream.checkpoint import Checkpoint
+from stream_pairer.stream.checkpoint import Checkpoint, replay_offset
 from stream_pairer.stream.partition import PartitionState
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
@@ -254,16 +254,17 @@ class PartitionsMixin(SidecarState):
                 cfg.pairing_engine, cfg.engine, cfg.formats,
                 tagger=partition_tagger(cfg.tagger), observer=self.metrics, routed=True,
             )  # fmt: skip
+            start = replay_offset(offset, metadata, cp)  # before the commit when it held events back
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
-                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,
-                lineage_headers=cfg.repartition,
+                start_offset=start, restore=cp, wall_ms=self._wall() * 1000,
+                lineage_headers=cfg.repartition, commit_processed=cfg.commit_processed,
             )  # fmt: skip
             if cp is not None:
                 self._last_commit[tp] = cp
             if offset is not None:
                 self._committed[tp] = offset
-            self._activate(consumer, tp, st, offset)
+            self._activate(consumer, tp, st, start)
             if cp is None:
                 how = "plain replay" if offset is not None else "no commit yet"
             elif st.restoring:
