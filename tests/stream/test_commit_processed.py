@@ -7,6 +7,9 @@ ReplayFilter over it replays exactly those held events and nothing else.
 
 from __future__ import annotations
 
+import pytest
+
+from stream_pairer.core.engine import EngineConfig
 from stream_pairer.stream.checkpoint import (
     Checkpoint,
     ReplayFilter,
@@ -15,6 +18,9 @@ from stream_pairer.stream.checkpoint import (
     metadata_replay_from,
     replay_offset,
 )
+from stream_pairer.stream.partition import PartitionState
+from tests.engine_helpers import DecodedPartitionState, stream_pipeline
+from tests.stream.test_partition import TOPICS, _scenario, identities, log_of
 
 
 def held_back(replay_from: int = 3) -> Checkpoint:
@@ -49,3 +55,35 @@ def test_the_replay_processes_the_held_events_before_the_commit_only() -> None:
     assert all(seen[o] == frozenset() for o in (4, 5, 6, 8, 9))  # emitted before the commit: skipped
     assert seen[10] is None and seen[11] is None  # new input: processed normally
     assert not replay.active and not replay.missed
+
+
+def _state(start: int, restore: Checkpoint | None, *, commit_processed: bool) -> PartitionState:
+    return DecodedPartitionState(
+        "in", 0, stream_pipeline(EngineConfig(call_timeout_ms=60_000, result_grace_ms=5_000)), TOPICS,
+        start_offset=start, restore=restore, wall_ms=0.0, commit_processed=commit_processed,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed, n, cut", [(1, 60, 30), (2, 80, 17), (3, 120, 90), (4, 40, 39)])
+def test_a_restart_from_a_commit_past_held_events_loses_nothing_and_repeats_nothing(
+    seed: int, n: int, cut: int
+) -> None:
+    """The commit is the processed position; the new owner reads from the checkpoint's first held
+    event (before the commit) and every input event still ends in exactly one output."""
+    log = log_of(_scenario(seed, n))
+    twin = _state(0, None, commit_processed=True)
+    before = twin.feed(log[:cut], wall_ms=0.0)
+    cp = twin.checkpoint_record("g", "tok")
+    assert cp is not None and cp.committed == cut  # what was processed, held events or not
+    if twin.pipeline.held_positions():
+        assert min(o for o, _ in cp.held) < cut and cp.metadata.startswith("sp1:tok:")
+    cp = decode(encode(cp))
+    start = replay_offset(cp.committed, cp.metadata, cp)
+    assert start is not None
+    replayed = _state(start, cp, commit_processed=True)
+    out = replayed.feed(log[start:], wall_ms=0.0)
+    assert replayed.commit_offset() == n
+    total = identities(before) + identities(out + replayed.flush("shutdown"))
+    everything = identities(_state(0, None, commit_processed=False).feed(log, wall_ms=0.0))
+    assert set(total) >= set(everything)  # nothing lost
+    assert all(v == 1 for v in total.values()), {k: v for k, v in total.items() if v != 1}
