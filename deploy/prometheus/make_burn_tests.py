@@ -11,6 +11,7 @@ Python. Run: python3 deploy/prometheus/make_burn_tests.py (a fixed seed: the out
 # ruff: noqa: E501  (series selectors and case names read better unbroken)
 import random
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -91,114 +92,37 @@ def at(t, check):
 
 
 tests = []
-# 1. The drill: 0 % -> 23 % of results.
-tests.append(
-    orphan_case(
-        "a spike from 0% to 23% of results pages within 3 minutes and resolves within 3 after it ends",
-        100,
-        0,
-        100,
-        60,
-        30,
-        [
-            at("60m", silent("StreamPairerOrphanRateHigh", "60m")),
-            at("63m", firing("StreamPairerOrphanRateHigh")),
-            at("79m", firing("StreamPairerOrphanRateHigh")),
-            at("82m", {"expr": 'ALERTS{alertname="StreamPairerOrphanRateHigh"}', "exp_samples": []}),
-        ],
-        end_min=80,
-    )
-)
-# 2. 10x a 1 % baseline.
-tests.append(
-    orphan_case(
-        "a jump to 10x a 1% baseline pages within 3 minutes",
-        190,
-        1,
-        99,
-        180,
-        11,
-        [
-            at("180m", silent("StreamPairerOrphanRateHigh", "180m")),
-            at("183m", firing("StreamPairerOrphanRateHigh")),
-        ],
-    )
-)
-# 3. 3x: warns, never pages.
-tests.append(
-    orphan_case(
-        "a sustained 3x rise (1% to 3%) warns but does not page",
-        250,
-        1,
-        99,
-        180,
-        3,
-        [
-            at("250m", silent("StreamPairerOrphanRateHigh", "250m")),
-            at("215m", firing("StreamPairerOrphanRateRising", severity="warning")),
-        ],
-    )
-)
-# 4. 2x within an hour.
-tests.append(
-    orphan_case(
-        "a sustained 2x rise (1% to 2%) warns within an hour and does not page",
-        250,
-        1,
-        99,
-        180,
-        2,
-        [
-            at(
-                "190m", silent("StreamPairerOrphanRateRising", "90m")
-            ),  # a job younger than 5 minutes may go pending
-            at("240m", firing("StreamPairerOrphanRateRising", severity="warning")),
-            at("250m", silent("StreamPairerOrphanRateHigh", "250m")),
-        ],
-    )
-)
-# 5. Steady 3 %: its own baseline.
-tests.append(
-    orphan_case(
-        "a steady 3% orphan rate is its own baseline and neither pages nor warns",
-        300,
-        3,
-        97,
-        10_000,
-        0,
-        [
-            at("300m", silent("StreamPairerOrphanRateHigh", "220m")),
-            at("300m", silent("StreamPairerOrphanRateRising", "220m")),
-        ],
-    )
-)
-# 6. Tiny baseline tripled: under the floor.
-tests.append(
-    orphan_case(
-        "tripling a tiny rate stays under the floor",
-        250,
-        0.1,
-        99.9,
-        180,
-        0.3,
-        [
-            at("250m", silent("StreamPairerOrphanRateHigh", "250m")),
-            at("250m", silent("StreamPairerOrphanRateRising", "250m")),
-        ],
-    )
-)
-# 7. A trickle: traffic floor.
-tests.append(
-    orphan_case(
-        "a high ratio on a trickle of results stays silent (traffic floor)",
-        60,
-        0,
-        0.5,
-        30,
-        0.25,
-        [at("60m", silent("StreamPairerOrphanRateHigh", "60m"))],
-    )
-)
+HIGH, RISING = "StreamPairerOrphanRateHigh", "StreamPairerOrphanRateRising"
+# name, minutes, orphans and pairs per sample before, when the change starts (min), orphans per
+# sample after, the checks, when it ends (min, None: never). Pairs per sample stay the same.
+CASES: list[tuple[str, int, float, float, float, float, list[dict[str, Any]], float | None]] = [
+    # 1. The drill: 0 % -> 23 % of results.
+    ("a spike from 0% to 23% of results pages within 3 minutes and resolves within 3 after it ends",
+     100, 0, 100, 60, 30,
+     [at("60m", silent(HIGH, "60m")), at("63m", firing(HIGH)), at("79m", firing(HIGH)),
+      at("82m", {"expr": 'ALERTS{alertname="StreamPairerOrphanRateHigh"}', "exp_samples": []})], 80),
+    # 2. 10x a 1 % baseline.
+    ("a jump to 10x a 1% baseline pages within 3 minutes", 190, 1, 99, 180, 11,
+     [at("180m", silent(HIGH, "180m")), at("183m", firing(HIGH))], None),
+    # 3. 3x: warns, never pages.
+    ("a sustained 3x rise (1% to 3%) warns but does not page", 250, 1, 99, 180, 3,
+     [at("250m", silent(HIGH, "250m")), at("215m", firing(RISING, severity="warning"))], None),
+    # 4. 2x within an hour (a job younger than 5 minutes may go pending: the window starts at 100m).
+    ("a sustained 2x rise (1% to 2%) warns within an hour and does not page", 250, 1, 99, 180, 2,
+     [at("190m", silent(RISING, "90m")), at("240m", firing(RISING, severity="warning")),
+      at("250m", silent(HIGH, "250m"))], None),
+    # 5. Steady 3 %: its own baseline.
+    ("a steady 3% orphan rate is its own baseline and neither pages nor warns", 300, 3, 97, 10_000, 0,
+     [at("300m", silent(HIGH, "220m")), at("300m", silent(RISING, "220m"))], None),
+    # 6. Tiny baseline tripled: under the floor.
+    ("tripling a tiny rate stays under the floor", 250, 0.1, 99.9, 180, 0.3,
+     [at("250m", silent(HIGH, "250m")), at("250m", silent(RISING, "250m"))], None),
+    # 7. A trickle: traffic floor.
+    ("a high ratio on a trickle of results stays silent (traffic floor)", 60, 0, 0.5, 30, 0.25,
+     [at("60m", silent(HIGH, "60m"))], None),
+]  # fmt: skip
+for name, minutes, orph, pairs, start, spike, checks, end in CASES:
+    tests.append(orphan_case(name, minutes, orph, pairs, start, spike, checks, end_min=end))
 # 8. Lifecycle orphans do not page.
 case = orphan_case(
     "orphan results from shutdown, rebalance and end of input do not page", 60, 0, 100, 100, 0, []
