@@ -7,10 +7,19 @@
   the moment a `read_committed` consumer receives it (after the transaction commits, in
   exactly-once mode; it includes this probe's own fetch wait, `fetch_max_wait_ms=5`).
 
-The rate defaults to half of the latest sidecar steady rate in bench/results/e2e.jsonl.
+The rate defaults to half of the latest sidecar steady rate in bench/results/e2e.jsonl; `--rates`
+runs several fixed rates (issue 25: 1k, 5k, 10k records/s).
+
+Measured apart from the harness (issue 25): the sidecar runs under `taskset` on its own CPUs
+(`--sidecar-cpus`, default the first), and this script, the rate producer, the read_committed probe
+and the broker it starts run on the others (`--harness-cpus`), so harness saturation no longer shows
+up as sidecar latency. Beside the end-to-end figures it prints the sidecar's own per-stage
+quantiles (`stream_pairer_stage_seconds`: fetch wait, engine, linger, produce, commit/transaction;
+see stream_pairer/ops/stages.py), read from its /metrics at the end of each run.
 
     python bench/latency.py --duration 60                  # at-least-once, then exactly-once
     python bench/latency.py --rate 4000 --modes alo
+    python bench/latency.py --rates 1000 5000 10000 --duration 20
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import statistics
 import sys
 import time
@@ -117,6 +127,38 @@ async def probe(
         await c.stop()
 
 
+def stage_quantiles(text: str) -> dict[str, dict[str, float]]:
+    """Per stage of `stream_pairer_stage_seconds`: p50/p99 in ms (upper bucket bounds)."""
+    out: dict[str, dict[str, float]] = {}
+    for stage in ("fetch_wait", "engine", "linger", "produce", "commit"):
+        mine = "\n".join(line for line in text.splitlines() if f'stage="{stage}"' in line)
+        qs = histogram_quantiles(mine, "stream_pairer_stage_seconds")
+        if qs:
+            out[stage] = {k: round(v * 1000, 2) for k, v in qs.items()}
+    return out
+
+
+async def append_times(bootstrap: str, topic: str) -> dict[tuple[int, int], int]:
+    """(partition, offset) -> the broker's append time of every input record (no kcat needed)."""
+    c = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    await c.start()
+    out: dict[tuple[int, int], int] = {}
+    try:
+        ends = await c.end_offsets(list(c.assignment()) or [])
+        while not ends:
+            await asyncio.sleep(0.1)
+            ends = await c.end_offsets(list(c.assignment()))
+        while [tp for tp, end in ends.items() if await c.position(tp) < end]:
+            for tp, msgs in (await c.getmany(timeout_ms=500, max_records=50_000)).items():
+                for m in msgs:
+                    out[(tp.partition, m.offset)] = m.timestamp
+    finally:
+        await c.stop()
+    return out
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -129,8 +171,12 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
         b, [topic, f"{topic}.pairs", f"{topic}.orphans", f"{topic}.dead-letter"], args.partitions
     )
     port = args.http_port
+    pin = ["taskset", "-c", args.sidecar_cpus] if args.sidecar_cpus else []
     cmd = [
-        "stream-pairer",
+        *pin,
+        PY,  # the work tree's package (PYTHONPATH), not whatever `stream-pairer` is on PATH
+        "-m",
+        "stream_pairer",
         "run",
         "--bootstrap-servers",
         b,
@@ -145,6 +191,7 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
     ]
     if mode == "eos":
         cmd.append("--exactly-once")
+    cmd += args.sidecar_args
     log = kb.DATA_DIR / f"{topic}.log"
     side = kb.spawn(cmd, log)
     got: list[tuple[float, int, bytes]] = []
@@ -179,13 +226,12 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
 
         asyncio.run(go())
         load_after = common.loadavg()
-        hist = histogram_quantiles(scrape(port), "stream_pairer_emit_latency_seconds")
+        text = scrape(port)
+        hist = histogram_quantiles(text, "stream_pairer_emit_latency_seconds")
+        stages = stage_quantiles(text)
     finally:
         kb.stop([side])
-    arrivals: dict[tuple[int, int], int] = {}
-    for line in kb.read_back(b, topic, "%p %o %T\\n"):
-        p, o, t = line.split()
-        arrivals[(int(p), int(o))] = int(t)
+    arrivals = asyncio.run(append_times(b, topic))
     ack: list[float] = []
     seen: list[float] = []
     for recv, ts, value in got:
@@ -210,6 +256,10 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
         "visible_p99_ms": round(pct(seen, 0.99), 1),
         "ack_mean_ms": round(statistics.fmean(ack), 1),
         "sidecar_histogram_s": hist,
+        "stages_ms": stages,
+        "sidecar_cpus": args.sidecar_cpus,
+        "harness_cpus": args.harness_cpus,
+        "sidecar_args": args.sidecar_args,
         "load_before": load_before,
         "load_after": load_after,
         "kafka": broker.version,
@@ -220,6 +270,10 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
         f"{row['ack_p99_ms']} ms (max {row['ack_max_ms']}); arrival->visible (read_committed) p50 "
         f"{row['visible_p50_ms']} ms, p99 {row['visible_p99_ms']} ms; sidecar histogram {hist}; "
         f"load {load_before} -> {load_after}",
+        flush=True,
+    )
+    print(
+        "  stages p50/p99 ms: " + "; ".join(f"{k} {v.get('p50')}/{v.get('p99')}" for k, v in stages.items()),
         flush=True,
     )
     kb.delete_topics(b, topic)
@@ -236,18 +290,34 @@ def main() -> int:
     p.add_argument("--modes", nargs="+", default=["alo", "eos"], choices=["alo", "eos"])
     p.add_argument("--skip", type=float, default=0.1, help="fraction of the first pairs left out")
     p.add_argument("--http-port", type=int, default=19480)
+    p.add_argument("--rates", type=int, nargs="+", help="several fixed rates, one run per mode each")
+    cpus = sorted(os.sched_getaffinity(0))
+    p.add_argument("--sidecar-cpus", default=str(cpus[0]), help="taskset CPU list of the sidecar ('' = none)")
+    p.add_argument(
+        "--harness-cpus",
+        default=",".join(map(str, cpus[1:])) or str(cpus[0]),
+        help="CPUs of this script, the producer, the probe and the broker it starts ('' = no pinning)",
+    )
+    p.add_argument("--sidecar-args", nargs=argparse.REMAINDER, default=[], help="extra `run` options")
     args = p.parse_args()
+    if args.harness_cpus:
+        os.sched_setaffinity(0, {int(c) for c in args.harness_cpus.split(",")})  # children inherit it
     rate = args.rate
-    if rate is None:
+    if args.rates:
+        rates = args.rates
+    elif rate is None:
         peak = peak_from_results()
         if peak is None:
             sys.exit("no sidecar rate in bench/results/e2e.jsonl: run bench/e2e.py first or pass --rate")
-        rate = int(peak / 2)
-        print(f"rate: half of the latest measured sidecar steady rate {peak:,.0f}/s = {rate}/s")
+        rates = [int(peak / 2)]
+        print(f"rate: half of the latest measured sidecar steady rate {peak:,.0f}/s = {rates[0]}/s")
+    else:
+        rates = [rate]
     broker = kb.Broker(args.bootstrap_servers)
     try:
-        for mode in args.modes:
-            run_mode(broker, mode, rate, args)
+        for r in rates:
+            for mode in args.modes:
+                run_mode(broker, mode, r, args)
     finally:
         broker.close()
     return 0

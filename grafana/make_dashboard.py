@@ -16,7 +16,9 @@ from typing import Any
 
 SEL = 'namespace=~"$namespace", job=~"$job", instance=~"$instance"'
 DS = {"type": "prometheus", "uid": "${datasource}"}
-ORPHAN_RATIO_HIGH = 0.05  # = the StreamPairerOrphanRateHigh threshold in deploy/prometheus/
+# = the StreamPairerOrphanRateHigh threshold where the baseline is ~0: its factor (5) x the baseline
+# floor (0.005) in deploy/prometheus/stream-pairer-rules.yml
+ORPHAN_RATIO_HIGH = 0.025
 NOT_CONSUMING_SECONDS = 300  # = the StreamPairerNotConsuming threshold
 OR_KIND = 'kind="orphan_result"'
 ORPHAN_NUM = 'kind="orphan_result", reason!~"shutdown|rebalance|end_of_input"'
@@ -176,6 +178,13 @@ def orphan_ratio(window: str) -> str:
     )
 
 
+def orphan_threshold(factor: float) -> str:
+    """An orphan alert's threshold: `factor` x the baseline (the day before the last hour, the
+    rules' floor at least), as namespace_job:stream_pairer_orphan_results:ratio_baseline has it."""
+    day = orphan_ratio("1d").replace("[1d])", "[1d] offset 1h)")
+    return f"{factor:g} * clamp_min(({day}), {ORPHAN_RATIO_HIGH / 5:g})"
+
+
 def quantiles(metric: str) -> Targets:
     return [
         (f"histogram_quantile({q}, sum by (le) ({rate(metric)}))", f"p{round(q * 100)}")
@@ -198,10 +207,10 @@ def build_panels() -> list[Panel]:
         unit="reqps",
     )
     b.stat(
-        "Orphan result rate (5m)",
-        "Orphan results (reason not shutdown, rebalance or end_of_input) / results. "
-        "Red at the StreamPairerOrphanRateHigh threshold.",
-        orphan_ratio("5m"),
+        "Orphan result rate (3m)",
+        "Orphan results (reason not shutdown, rebalance or end_of_input) / results over the page "
+        "alert's long window. Red at the StreamPairerOrphanRateHigh threshold where the baseline is ~0.",
+        orphan_ratio("3m"),
         4,
         unit="percentunit",
         steps=[*GREEN, {"color": "red", "value": ORPHAN_RATIO_HIGH}],
@@ -229,9 +238,10 @@ def build_panels() -> list[Panel]:
         16,
     )
     b.stat(
-        "Consumer lag",
-        "Messages not yet consumed, all partitions.",
-        f"sum({sel('stream_pairer_consumer_lag_messages')})",
+        "Unprocessed messages",
+        "Messages not yet read and paired (high watermark minus the next offset to process), all "
+        "partitions: ~0 when caught up. StreamPairerConsumerLagGrowing and NotConsuming use it.",
+        f"sum({sel('stream_pairer_unprocessed_messages')})",
         20,
     )
     b.next_line(4)
@@ -272,22 +282,26 @@ def build_panels() -> list[Panel]:
     )
     b.timeseries(
         "Orphan result rate",
-        "Orphan results (reason not shutdown, rebalance or end_of_input) over all results. The red line "
-        "is the StreamPairerOrphanRateHigh threshold; the dashed series is the daily baseline that "
-        "StreamPairerOrphanRateSpike compares the last hour against.",
+        "Orphan results (reason not shutdown, rebalance or end_of_input) over all results, over the "
+        "windows of the burn-rate alerts: 3m for StreamPairerOrphanRateHigh (page), 30m for "
+        "StreamPairerOrphanRateRising (warning). The dashed series are their thresholds (5x and 1.5x "
+        "the baseline: the day before the last hour, 0.5 % at least); the red line is the page "
+        "threshold where the baseline is ~0.",
         [
-            (orphan_ratio("5m"), "orphan result rate (5m)"),
-            (orphan_ratio("1h"), "last hour"),
-            (orphan_ratio("1d"), "baseline (last day)"),
+            (orphan_ratio("3m"), "orphan result rate (3m)"),
+            (orphan_ratio("30m"), "last 30 minutes"),
+            (orphan_threshold(5), "page threshold (5x baseline)"),
+            (orphan_threshold(1.5), "warning threshold (1.5x baseline)"),
         ],
         12,
         unit="percentunit",
         thresholds=[*GREEN, {"color": "red", "value": ORPHAN_RATIO_HIGH}],
         overrides=[
             {
-                "matcher": {"id": "byName", "options": "baseline (last day)"},
+                "matcher": {"id": "byName", "options": name},
                 "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}],
             }
+            for name in ("page threshold (5x baseline)", "warning threshold (1.5x baseline)")
         ],
     )
     b.next_line(8)
@@ -392,16 +406,22 @@ def build_panels() -> list[Panel]:
     b.row("Kafka")
     b.timeseries(
         "Consumer lag by partition",
-        "Messages between the consumer position and the high watermark.",
+        "Two lags per partition. unprocessed: high watermark minus the next offset to process (what "
+        "is left to pair; the alerts use it). committed: high watermark minus the group's committed "
+        "offset, which Burrow and kafka_exporter show: calls held for their results pin it, so it "
+        "stays up on a caught-up sidecar by what the held window spans (README, Two lags).",
         [
             (
+                f"sum by (topic, partition) ({sel('stream_pairer_unprocessed_messages')})",
+                "unprocessed {{topic}}/{{partition}}",
+            ),
+            (
                 f"sum by (topic, partition) ({sel('stream_pairer_consumer_lag_messages')})",
-                "{{topic}}/{{partition}}",
-            )
+                "committed {{topic}}/{{partition}}",
+            ),
         ],
         0,
         w=8,
-        stack=True,
     )
     b.timeseries(
         "Assigned partitions and rebalances",

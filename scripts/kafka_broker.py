@@ -174,8 +174,12 @@ class KafkaBroker:
         voters: str = "",
         cluster_id: str = "",
         replication: int = 1,
+        auto_create_topics: bool = True,
     ) -> None:
         self._own_dir = directory is None
+        # False as production brokers run: a deleted topic stays missing until someone creates it
+        # (tests of an output outage need that; the broker's default re-creates it on first use).
+        self.auto_create_topics = auto_create_topics
         self.dir = Path(directory or tempfile.mkdtemp(prefix="stream-pairer-kafka-"))
         self.dir.mkdir(parents=True, exist_ok=True)
         saved: dict[str, Any] = self._load_state()
@@ -229,7 +233,7 @@ class KafkaBroker:
             # A SIGKILLed node re-registers only once its old incarnation's session expired (9 s default).
             "broker.session.timeout.ms": 4000,
             "broker.heartbeat.interval.ms": 500,
-            "auto.create.topics.enable": "true",
+            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
         }
 
     def _write_files(self) -> None:

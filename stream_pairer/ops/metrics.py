@@ -23,6 +23,7 @@ Why this module is shaped the way it is:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from bisect import bisect_left
 from collections import Counter as Tally
@@ -44,6 +45,7 @@ from stream_pairer.core.vocab import (
     Outcome,
     RecordKind,
 )
+from stream_pairer.ops.stages import StageMetrics
 
 # Closed label sets: the record vocabulary (core/vocab.py) as plain strings.
 MATCHES: Final = (
@@ -286,12 +288,7 @@ class Metrics:
             registry=r,
         )
         # --- Kafka consumer / producer ---
-        self.consumer_lag = Gauge(
-            "stream_pairer_consumer_lag_messages",
-            "Messages between the committed offset and the partition high watermark.",
-            ["topic", "partition"],
-            registry=r,
-        )
+        self._init_kafka_metrics(r)
         self.commit_errors = Counter(
             "stream_pairer_commit_errors", "Failed Kafka offset commits.", registry=r
         )
@@ -334,6 +331,24 @@ class Metrics:
         self._failure_children: dict[tuple[str, str], Counter] = {}
         self._lag_children: dict[tuple[str, int], Gauge] = {}
         self._type_children: dict[str, Counter] = {}
+
+    def _init_kafka_metrics(self, r: CollectorRegistry) -> None:
+        """Two lags (README, "Two lags"): committed (what Burrow / kafka_exporter compute) and
+        unprocessed (what this instance has not read and paired yet); and the consume loop's
+        stages (stages.py)."""
+        self.stages = StageMetrics(r)
+        self.consumer_lag = Gauge(
+            "stream_pairer_consumer_lag_messages",
+            "Committed lag: messages between the group's committed offset and the high watermark.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.unprocessed = Gauge(
+            "stream_pairer_unprocessed_messages",
+            "Messages between the next offset to process and the high watermark (not yet paired).",
+            ["topic", "partition"],
+            registry=r,
+        )
 
     def _init_size_metrics(self, r: CollectorRegistry) -> None:
         """Output size (issue 15): output bytes per input byte = rate(output) / rate(input); every
@@ -579,17 +594,22 @@ class Metrics:
         child.inc(n)
 
     # ------------------------------------------------------------------ kafka
-    def set_lag(self, topic: str, partition: int, lag: int) -> None:
+    def set_lag(self, topic: str, partition: int, lag: int, unprocessed: int | None = None) -> None:
+        """Committed lag and (when known) the unprocessed messages of one partition."""
         key = (topic, partition)
         child = self._lag_children.get(key)
         if child is None:
             child = self._lag_children[key] = self.consumer_lag.labels(topic, str(partition))
         child.set(max(lag, 0))
+        if unprocessed is not None:
+            self.unprocessed.labels(topic, str(partition)).set(max(unprocessed, 0))
 
     def forget_partition(self, topic: str, partition: int) -> None:
         """Drop the lag series of a revoked partition, so two instances never both report it."""
         if self._lag_children.pop((topic, partition), None) is not None:
             self.consumer_lag.remove(topic, str(partition))
+            with contextlib.suppress(KeyError):
+                self.unprocessed.remove(topic, str(partition))
 
     def observe_rebalance(self) -> None:
         self.rebalances.inc()

@@ -1,13 +1,16 @@
 """Replay checkpoints: what a partition still held when its offset was committed. Pure data + codec.
 
-Why: the committed offset of a partition never passes its oldest held event, so a restarted (or newly
-assigned) owner replays from there and rebuilds the held state. But most events in the replayed range
-were already emitted (paired, orphaned, dead-lettered); processing them again would emit them twice,
-and worse, without the state that came *before* the committed offset they would be paired
-differently (a result whose call was before the offset would become a `no_call` orphan, an id-less
-result could FIFO-pair with the wrong call). The checkpoint says, for the committed offset `C` and the
-last processed offset `HW`, exactly which `(offset, block)` events were still held. Replaying `[C, HW]`
-processes only those; nothing else in that range is even parsed. After `HW`, processing is normal.
+Why: a restarted (or newly assigned) owner replays a partition from its oldest held event and
+rebuilds the held state. (The committed offset follows what was processed, issue 25, with the held
+positions before it; `replay_from` and the commit metadata say where the replay starts; with
+--commit-held-back the committed offset itself stays at the oldest held event.) But most events in
+the replayed range were already emitted (paired, orphaned, dead-lettered); processing them again
+would emit them twice, and worse, without the state that came *before* the committed offset they
+would be paired differently (a result whose call was before the offset would become a `no_call`
+orphan, an id-less result could FIFO-pair with the wrong call). The checkpoint says, for the
+committed offset `C` and the last processed offset `HW`, exactly which `(offset, block)` events were
+still held. Replaying `[C, HW]` processes only those; nothing else in that range is even parsed.
+After `HW`, processing is normal.
 
 It also carries the two kinds of time the engine keeps (see engine.py): the partition's processing
 time P, from which replayed events count their processing timeouts again (late by the downtime,
@@ -75,6 +78,10 @@ class Checkpoint:
     prev: str = ""
     released: tuple[tuple[int, int], ...] = ()
     unclocked: tuple[tuple[int, int], ...] = ()
+    # Where a replay without this checkpoint must start (the oldest held event) when it lies before
+    # C (the commit followed what was processed, issue 25); -1: at C. It rides in the commit
+    # metadata too, so a commit whose checkpoint is unreadable still names it (see metadata).
+    replay_from: int = -1
 
     @property
     def is_delta(self) -> bool:
@@ -82,8 +89,10 @@ class Checkpoint:
 
     @property
     def metadata(self) -> str:
-        """The commit metadata that binds an offset commit to this checkpoint."""
-        return METADATA_PREFIX + self.token
+        """The commit metadata that binds an offset commit to this checkpoint (and, when the held
+        events lie before the commit, where a plain replay must start: `sp1:<token>:<offset>`)."""
+        held_back = f":{self.replay_from}" if 0 <= self.replay_from < self.committed else ""
+        return METADATA_PREFIX + self.token + held_back
 
     def matches(self, committed: int | None, metadata: str | None) -> bool:
         return committed == self.committed and metadata == self.metadata
@@ -158,6 +167,8 @@ def encode(cp: Checkpoint) -> bytes:
         "held": _encode_positions(cp.committed, cp.held),
         "clocks": _encode_clocks(cp.committed, cp.clocks),
     }
+    if cp.replay_from >= 0:
+        fields["replay_from"] = cp.replay_from
     if cp.is_delta:
         fields["epoch"] = cp.epoch
         fields["seq"] = cp.seq
@@ -203,6 +214,7 @@ def decode(value: bytes) -> Checkpoint:
             held=tuple(held),
             token=str(d["token"]),
             clocks=clocks,
+            replay_from=int(d.get("replay_from", -1)),
             **delta,
         )
     except CheckpointError:
@@ -286,6 +298,7 @@ class Chain:
             held=tuple(sorted(held)),
             token=head.token,
             clocks=tuple(sorted((o, b, c) for (o, b), c in clocks.items())),
+            replay_from=head.replay_from,
         )
 
 
@@ -330,6 +343,33 @@ def read_chain(log: Iterable[tuple[bytes, bytes | None]]) -> Chain | None:
     return None if snapshot is None else assemble(snapshot, deltas)
 
 
+def replay_offset(committed: int | None, metadata: str | None, cp: Checkpoint | None) -> int | None:
+    """Where a new owner starts reading a partition. The held events of a commit that followed what
+    was processed lie before it: from the first of them (the checkpoint names them; nothing else
+    there is processed again). Without a usable checkpoint, a plain replay starts where the commit's
+    metadata says the oldest held event was (nothing lost; at-least-once duplicates)."""
+    if committed is None:
+        return None
+    if cp is not None:
+        return min(committed, replay_start(cp))
+    named = metadata_replay_from(metadata)
+    return committed if named is None else min(committed, named)
+
+
+def metadata_replay_from(metadata: str | None) -> int | None:
+    """The replay start a commit's metadata names (`sp1:<token>:<offset>`), or None."""
+    if not metadata or not metadata.startswith(METADATA_PREFIX):
+        return None
+    _, _, tail = metadata[len(METADATA_PREFIX) :].partition(":")
+    return int(tail) if tail.isdigit() else None
+
+
+def replay_start(cp: Checkpoint) -> int:
+    """Where a replay from `cp` starts reading: its committed offset, or its first held event when
+    that lies before (a partition committing what it processed keeps held events behind C)."""
+    return min(cp.committed, min((offset for offset, _ in cp.held), default=cp.committed))
+
+
 class ReplayFilter:
     """Decides, during a replay of `[C, HW]`, what of each record to process again.
 
@@ -350,7 +390,10 @@ class ReplayFilter:
         self._order = sorted(self._held)
         self._next = 0  # index into _order of the first held offset not reached yet
         self.missed: list[tuple[int, int]] = []  # held events whose records the replay never saw
-        self.active = cp.processed >= cp.committed
+        # Held events may lie before C (the committed offset follows what was processed, issue 25):
+        # the replay starts at the first of them.
+        start = min(cp.committed, self._order[0]) if self._order else cp.committed
+        self.active = cp.processed >= start
 
     def blocks(self, offset: int) -> frozenset[int] | None:
         if not self.active:

@@ -187,8 +187,12 @@ class PartitionState:
         restore: Checkpoint | None = None,
         wall_ms: float = 0.0,
         lineage_headers: bool = False,
+        commit_processed: bool = False,
     ) -> None:
         self.topic = topic
+        # Commit what was processed, never below the restored commit (see commit_offset).
+        self.commit_processed = commit_processed
+        self._commit_floor = restore.committed if restore is not None else -1
         self.lineage_headers = lineage_headers  # --repartition: sources come from the record headers
         self.partition = partition
         self.pipeline = pipeline
@@ -354,7 +358,16 @@ class PartitionState:
     # ------------------------------------------------------------------ commit rule
 
     def commit_offset(self) -> int | None:
-        """The offset that may be committed now, or None when nothing is known yet."""
+        """The offset that may be committed now, or None when nothing is known yet. With
+        `commit_processed`, what was processed (the held events' positions go in the checkpoint,
+        and a replay starts from them: replay_start); otherwise never past the oldest held event."""
+        if self.commit_processed and self.next_offset is not None:
+            return max(self.next_offset, self._commit_floor)
+        return self._held_back()
+
+    def _held_back(self) -> int | None:
+        """The oldest position a replay must read: the next offset, the oldest held event, or the
+        oldest a running replay has not reached yet."""
         candidates: list[int] = []
         if self.next_offset is not None:
             candidates.append(self.next_offset)
@@ -409,6 +422,7 @@ class PartitionState:
                     prev=led.token,
                     released=tuple(sorted(p for p, on in ops.items() if not on)),
                     unclocked=tuple(sorted(unclocked)),
+                    replay_from=self._replay_from(committed),
                 )
                 led.seq += 1
                 led.since += n
@@ -427,6 +441,11 @@ class PartitionState:
         """The last checkpoint record may not be readable (its commit failed, an aborted
         transaction): the next one is a snapshot, never a delta on top of it."""
         self._ledger.epoch = None
+
+    def _replay_from(self, committed: int) -> int:
+        """Checkpoint.replay_from: the oldest held position when it lies before the commit."""
+        held_back = self._held_back() if self.commit_processed else None
+        return held_back if held_back is not None and held_back < committed else -1
 
     def _header(self, committed: int) -> tuple[int, float | None]:
         processed = committed - 1 if self.last_processed is None else self.last_processed
@@ -467,6 +486,7 @@ class PartitionState:
             held=tuple(held),
             token=token,
             clocks=tuple(clocks),
+            replay_from=self._replay_from(committed),
         )
 
     # ------------------------------------------------------------------ outputs

@@ -1,7 +1,9 @@
 """The alert rules, tested with Prometheus's own `promtool` on synthetic series.
 
-deploy/prometheus/stream-pairer-rules.test.yml and stream-pairer-rules.baseline.test.yml (the
-hour-vs-day alerts, evaluated every 5 minutes) hold the cases: each alert fires when it should and
+deploy/prometheus/stream-pairer-rules.test.yml, stream-pairer-rules.baseline.test.yml (the
+hour-vs-day alerts, evaluated every 5 minutes) and stream-pairer-rules.burn.test.yml (the burn-rate
+orphan alerts' time to fire and to resolve, and an hour of healthy traffic during which no alert may
+even go pending; written by make_burn_tests.py) hold the cases: each alert fires when it should and
 stays silent when it should not. Passing is not enough: the mutation tests below rewrite a rule and
 check that the cases notice, so that a case which would pass whatever the rule says is caught:
 
@@ -32,7 +34,11 @@ from tests.ops.tool_helpers import promtool
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "deploy" / "prometheus"
 RULES = RULES_DIR / "stream-pairer-rules.yml"
-RULE_TESTS = (RULES_DIR / "stream-pairer-rules.test.yml", RULES_DIR / "stream-pairer-rules.baseline.test.yml")
+RULE_TESTS = (
+    RULES_DIR / "stream-pairer-rules.test.yml",
+    RULES_DIR / "stream-pairer-rules.baseline.test.yml",
+    RULES_DIR / "stream-pairer-rules.burn.test.yml",
+)
 SEVERITIES = {"page", "warning"}
 
 
@@ -45,14 +51,32 @@ def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for g in load(RULES)["groups"] for r in g["rules"] if "alert" in r}
 
 
+def _alerts_check(expr: str, samples: list[dict[str, Any]], alert: str) -> bool | None:
+    """A promql_expr_test on the ALERTS series: True when it expects `alert` firing, False when it
+    expects it (or every alert, `ALERTS` without a name) silent, None when it is not about it."""
+    named = re.search(r'alertname="([^"]+)"', expr)
+    if "ALERTS" not in expr or (named is not None and named.group(1) != alert):
+        return None
+    if any(s.get("value") == 1 and "ALERTS{" in str(s.get("labels")) for s in samples):
+        return True
+    if not samples or all(s.get("value") == 0 for s in samples):
+        return False
+    return None
+
+
 def cases_for(alert: str, *, firing: bool) -> list[str]:
     """Names of test cases with at least one evaluation of `alert` expecting it firing (or silent)."""
     names = []
     for case in (c for f in RULE_TESTS for c in load(f)["tests"]):
-        for check in case.get("alert_rule_test", []):
-            if check["alertname"] == alert and bool(check.get("exp_alerts")) == firing:
-                names.append(case["name"])
-                break
+        checks = [
+            bool(c.get("exp_alerts")) for c in case.get("alert_rule_test", []) if c["alertname"] == alert
+        ]
+        for check in case.get("promql_expr_test", []):
+            verdict = _alerts_check(check["expr"], check.get("exp_samples", []), alert)
+            if verdict is not None:
+                checks.append(verdict)
+        if firing in checks:
+            names.append(case["name"])
     return names
 
 
@@ -80,14 +104,17 @@ def run_mutant(tmp: Path, rules: dict[str, Any], case_names: list[str]) -> subpr
 
 def failed_cases(proc: subprocess.CompletedProcess[str]) -> set[str]:
     """Case names promtool reports as failed (`name: <case>,` lines of its report)."""
-    return {m.group(1) for m in re.finditer(r"^\s*name: (.*?),\s*$", proc.stdout + proc.stderr, re.M)}
+    out = proc.stdout + proc.stderr
+    named = {m.group(1) for m in re.finditer(r"^\s*name: (.*?),\s*$", out, re.M)}
+    # promql_expr_test failures name only their expression, which names its case in a comment.
+    return named | {m.group(1) for m in re.finditer(r'# case: (.*?)", time: ', out)}
 
 
 def mutate(alert: str, change: Any) -> dict[str, Any]:
     rules = load(RULES)
     for group in rules["groups"]:
         for i, rule in enumerate(group["rules"]):
-            if rule.get("alert") == alert:
+            if alert in (rule.get("alert"), rule.get("record")):
                 new = change(copy.deepcopy(rule))
                 if new is None:
                     del group["rules"][i]
@@ -101,7 +128,7 @@ def mutate(alert: str, change: Any) -> dict[str, Any]:
 def test_required_alerts_exist() -> None:
     required = {
         "StreamPairerOrphanRateHigh",  # absolute threshold
-        "StreamPairerOrphanRateSpike",  # against its own baseline
+        "StreamPairerOrphanRateRising",  # slow burn against its own baseline
         "StreamPairerFifoShareRising",
         "StreamPairerDeadLetterRateHigh",
         "StreamPairerConsumerLagGrowing",
@@ -159,9 +186,23 @@ def test_test_files_load_the_rule_file_and_case_names_are_unique() -> None:
     assert len(names) == len(set(names))
 
 
-def test_spike_alert_compares_hour_with_day() -> None:
-    expr = alerts()["StreamPairerOrphanRateSpike"]["expr"]
-    assert "ratio_rate1h" in expr and "ratio_rate1d" in expr
+@pytest.mark.parametrize(
+    "name, long, short",
+    [("StreamPairerOrphanRateHigh", "3m", "1m"), ("StreamPairerOrphanRateRising", "30m", "5m")],
+)
+def test_orphan_alerts_are_multi_window_burn_rates(name: str, long: str, short: str) -> None:
+    """Both windows against the same multiple of the baseline (SRE workbook): the long one says it
+    is real, the short one that it is still happening (so the alert resolves soon after the end)."""
+    expr = alerts()[name]["expr"]
+    factors = set(
+        re.findall(
+            r"> on \(namespace, job\) ([\d.]+) \* namespace_job:stream_pairer_orphan_results:ratio_baseline",
+            expr,
+        )
+    )
+    assert len(factors) == 1, expr
+    for window in (long, short):
+        assert f"orphan_results:ratio_rate{window} > on (namespace, job)" in expr
 
 
 # ------------------------------------------------------------------------------ promtool
@@ -209,49 +250,66 @@ def test_every_case_can_fail(tmp_path: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
-# Each guard of the paging alerts, loosened, and the case written to catch exactly that.
+# Each guard of the paging alerts (or of a recording rule they use), loosened, and the case written
+# to catch exactly that. `old` may occur more than once (both windows of a burn-rate alert).
+BASELINE = "namespace_job:stream_pairer_orphan_results:ratio_baseline"
 GUARDS = [
     (
         "StreamPairerOrphanRateHigh",
-        "ratio_rate5m > 0.05",
-        "ratio_rate5m > 0.01",
-        "orphan rate below the threshold stays silent",
+        "> on (namespace, job) 5 *",
+        "> on (namespace, job) 2.5 *",
+        "a sustained 3x rise (1% to 3%) warns but does not page",
     ),
     (
         "StreamPairerOrphanRateHigh",
-        "namespace_job:stream_pairer_results:rate5m > 0.1",
-        "namespace_job:stream_pairer_results:rate5m > 0",
+        "namespace_job:stream_pairer_results:rate3m > 0.1",
+        "namespace_job:stream_pairer_results:rate3m > 0",
         "a high ratio on a trickle of results stays silent (traffic floor)",
     ),
     (
         "StreamPairerOrphanRateHigh",
-        "ratio_rate5m > 0.05",
-        "ratio_rate5m > 0.05 or on(namespace, job) (sum by (namespace, job) "
-        '(rate(stream_pairer_orphans_total{kind="orphan_result"}[5m])) > 0.1)',
+        "\nand namespace_job:stream_pairer_orphan_results:ratio_rate1m > on (namespace, job) 5 * " + BASELINE,
+        "",
+        "a spike from 0% to 23% of results pages within 3 minutes and resolves within 3 after it ends",
+    ),
+    (
+        "StreamPairerOrphanRateHigh",
+        [f"namespace_job:stream_pairer_orphan_results:ratio_rate{w} > on" for w in ("3m", "1m")],
+        [
+            f'(sum by (namespace, job) (rate(stream_pairer_orphans_total{{kind="orphan_result"}}[{w}]))'
+            f" / namespace_job:stream_pairer_results:rate{w}) > on"
+            for w in ("3m", "1m")
+        ],
         "orphan results from shutdown, rebalance and end of input do not page",
     ),
     (
-        "StreamPairerOrphanRateSpike",
-        "> 3 * namespace_job:stream_pairer_orphan_results:ratio_rate1d",
-        "> 0.5 * namespace_job:stream_pairer_orphan_results:ratio_rate1d",
-        "a steady 3% orphan rate is its own baseline and does not spike",
+        BASELINE,
+        "0.005",
+        "0.0005",
+        "tripling a tiny rate stays under the floor",
     ),
     (
-        "StreamPairerOrphanRateSpike",
-        "ratio_rate1h > 0.01",
-        "ratio_rate1h > 0",
-        "tripling a tiny rate stays under the 1% floor",
+        BASELINE,
+        "clamp_min(",
+        "clamp_min(0 * ",
+        "a steady 3% orphan rate is its own baseline and neither pages nor warns",
+    ),
+    (
+        "StreamPairerOrphanRateRising",
+        "> on (namespace, job) 1.5 *",
+        "> on (namespace, job) 2.5 *",
+        "a sustained 2x rise (1% to 2%) warns within an hour and does not page",
     ),
     (
         "StreamPairerNotConsuming",
-        "(stream_pairer_consumer_lag_messages) > 0",
-        "(stream_pairer_consumer_lag_messages) >= 0",
+        "(stream_pairer_unprocessed_messages) > 0",
+        "(stream_pairer_unprocessed_messages) >= 0",
         "idle input (nothing to consume) stays silent",
     ),
     (
         "StreamPairerConsumerLagGrowing",
-        "delta(namespace_job_topic:stream_pairer_consumer_lag_messages:sum[15m]) > 0",
-        "delta(namespace_job_topic:stream_pairer_consumer_lag_messages:sum[15m]) > -1e9",
+        "delta(namespace_job_topic:stream_pairer_unprocessed_messages:sum[15m]) > 0",
+        "delta(namespace_job_topic:stream_pairer_unprocessed_messages:sum[15m]) > -1e9",
         "high lag that is shrinking (catching up) stays silent",
     ),
     (
@@ -260,15 +318,27 @@ GUARDS = [
         "up == 0",
         "a sidecar scraped under its application's job goes down",
     ),
+    (
+        "StreamPairerNotReady",
+        " and stream_pairer_up offset 5m",
+        "",
+        "an hour of healthy bursty traffic with a rolling restart, a rebalance and a broker restart: "
+        "no alert fires or goes pending",
+    ),
 ]
 
 
 @pytest.mark.tools
 @pytest.mark.parametrize("alert, old, new, case", GUARDS, ids=[f"{g[0]}:{g[3][:30]}" for g in GUARDS])
-def test_guard_is_tested(alert: str, old: str, new: str, case: str, tmp_path: Path) -> None:
+def test_guard_is_tested(
+    alert: str, old: str | list[str], new: str | list[str], case: str, tmp_path: Path
+) -> None:
     def loosen(rule: dict[str, Any]) -> dict[str, Any]:
-        assert rule["expr"].count(old) == 1, f"{old!r} not found once in {alert}"
-        rule["expr"] = rule["expr"].replace(old, new)
+        for was, now in zip(
+            [old] if isinstance(old, str) else old, [new] if isinstance(new, str) else new, strict=True
+        ):
+            assert rule["expr"].count(was) >= 1, f"{was!r} not found in {alert}"
+            rule["expr"] = rule["expr"].replace(was, now)
         return rule
 
     proc = run_mutant(tmp_path, mutate(alert, loosen), [case])

@@ -135,7 +135,7 @@ def test_registry_names_match_what_the_service_exposes() -> None:
     m.observe_output({"kind": "orphan_call", "reason": "timeout", "tool": "t"})
     m.observe_output({"kind": "dead_letter", "reason": "invalid_json"})
     m.observe_emit_latency(0.01)
-    m.set_lag("in", 0, 3)
+    m.set_lag("in", 0, 3, 1)
     text = generate_latest(m.registry).decode()
     exposed = {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
     expected = metric_names(m.registry)
@@ -219,7 +219,7 @@ def _panels_using(*names: str) -> list[str]:
         ("open calls and evictions", ["stream_pairer_open_calls", "stream_pairer_evictions_total"]),
         ("tool latency", ["stream_pairer_tool_latency_seconds_bucket"]),
         ("emit latency", ["stream_pairer_emit_latency_seconds_bucket"]),
-        ("lag", ["stream_pairer_consumer_lag_messages"]),
+        ("lag", ["stream_pairer_consumer_lag_messages", "stream_pairer_unprocessed_messages"]),
         ("failure points", ["stream_pairer_tool_failures_total"]),
         ("failure share of calls", ["stream_pairer_tool_failures_total", "stream_pairer_tool_calls_total"]),
         ("outcomes", ["stream_pairer_tool_outcomes_total"]),
@@ -267,15 +267,21 @@ def _thresholds(expr: str, lhs_name: str) -> list[float]:
 
 
 def test_orphan_rate_panel_draws_the_alert_threshold() -> None:
-    alert = _thresholds(
-        _alert("StreamPairerOrphanRateHigh")["expr"],
-        "namespace_job:stream_pairer_orphan_results:ratio_rate5m",
-    )
-    assert len(alert) == 1, alert
-    for title in ("Orphan result rate", "Orphan result rate (5m)"):
+    """The red line is StreamPairerOrphanRateHigh's threshold where the baseline is ~0: the alert's
+    factor times the floor of the baseline recording rule."""
+    expr = _alert("StreamPairerOrphanRateHigh")["expr"]
+    baseline = "namespace_job:stream_pairer_orphan_results:ratio_baseline"
+    factors = set(re.findall(rf"> on \(namespace, job\) ([\d.]+) \* {baseline}", expr))
+    assert len(factors) == 1, expr
+    rule = next(r["expr"] for g in rules()["groups"] for r in g["rules"] if r.get("record") == baseline)
+    floor = re.search(r",\s*([\d.]+)\s*\)\s*$", rule)
+    assert floor, rule
+    threshold = float(factors.pop()) * float(floor.group(1))
+    for title in ("Orphan result rate", "Orphan result rate (3m)"):
         (panel,) = [p for p in all_panels(dashboard()["panels"]) if p["title"] == title]
         steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
-        assert [s["value"] for s in steps if s["color"] == "red"] == alert, title
+        red = [s["value"] for s in steps if s["color"] == "red"]
+        assert red == [pytest.approx(threshold)], title
 
 
 def test_not_consuming_panel_draws_the_alert_threshold() -> None:

@@ -282,6 +282,18 @@ def test_lag_per_partition_and_forgetting_a_revoked_partition() -> None:
     assert [s["partition"] for s in series(m, "stream_pairer_consumer_lag_messages")] == ["1"]
 
 
+def test_two_lags_are_separate_gauges() -> None:
+    """Committed lag and unprocessed messages: held calls pin the first, never the second."""
+    m = Metrics()
+    m.set_lag("in", 0, 500, 0)
+    m.set_lag("in", 1, 40, 40)
+    assert value(m, "stream_pairer_consumer_lag_messages", topic="in", partition="0") == 500
+    assert value(m, "stream_pairer_unprocessed_messages", topic="in", partition="0") == 0
+    assert value(m, "stream_pairer_unprocessed_messages", topic="in", partition="1") == 40
+    m.forget_partition("in", 1)
+    assert [s["partition"] for s in series(m, "stream_pairer_unprocessed_messages")] == ["0"]
+
+
 def test_kafka_counters_and_liveness_gauges() -> None:
     m = Metrics()
     m.observe_commit_error()

@@ -58,6 +58,9 @@ class SidecarConfig:
     commit_interval_s: float | None = None  # None: 1 s at-least-once, 0.1 s exactly-once
     shutdown_timeout_s: float = 30.0
     flush_on_shutdown: bool = False
+    # Commit the processed position, the held events' positions living in the checkpoint (issue 25);
+    # False: the committed offset stays at the oldest held event (the rule before).
+    commit_processed: bool = True
     auto_offset_reset: str = "earliest"
     isolation_level: str = "read_committed"
     session_timeout_ms: int = 10_000

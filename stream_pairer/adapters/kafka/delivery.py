@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError
 from aiokafka.structs import OffsetAndMetadata
 
+from stream_pairer.adapters.kafka.acks import OutputWatch
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import RECORD_OVERHEAD_BYTES, KafkaSettings, make_producer, tp_key
 from stream_pairer.adapters.kafka.errors import classify
@@ -217,6 +218,7 @@ class Delivery:
         self.recreated: set[str] = set()  # output topics seen deleted and re-created (see _acked)
         self._pending: dict[TopicPartition, _Pending] = {}
         self._partitioner = KeyPartitioner()
+        self.watch = OutputWatch()  # the sidecar's own, kept across sessions, replaces it (acks.py)
 
     def set_limits(self, max_message_bytes: dict[str, int]) -> None:
         """Per output topic: the smaller of --max-output-bytes and the topic's `max.message.bytes`
@@ -337,6 +339,7 @@ class Delivery:
             topic = item.topic
             n = counts.get(topic)
             if n is None:
+                self.watch.waiting(topic)  # finding a deleted topic's partitions waits too (acks.py)
                 n = counts[topic] = len(await producer.partitions_for(topic))
             key = item.key
             if key is not None:
@@ -378,6 +381,7 @@ class Delivery:
         except Exception as err:
             fut = asyncio.get_running_loop().create_future()
             fut.set_exception(err)
+        self.watch.track(dest[0], fut)
         first = True
         for owner in batch.owners:
             self._track(owner).add(fut, records, acks=first)

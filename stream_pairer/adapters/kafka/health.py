@@ -2,8 +2,9 @@
 
 Readiness tells the truth about delivery, not only about fetching: a sidecar whose outputs are not
 acknowledged (sends retrying against a broker that refuses or cannot be reached), or whose
-partitions wait to be rebuilt, is not ready; the lag gauge counts from the committed offset, so it
-grows while nothing commits.
+partitions wait to be rebuilt, is not ready (acks.py keeps that clock). Two lag gauges per
+partition: from the committed offset (grows while nothing commits) and from the next offset to
+process (what is left to read and pair).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class HealthMixin(SidecarState):
         consumer = self._consumer
         if not self._connected or consumer is None:
             return f"not connected ({self.last_error})" if self.last_error else "not connected"
+        stuck_outputs = self._outputs_watch.stuck()
+        if stuck_outputs is not None and stuck_outputs[0] > self.config.ready_timeout_s:
+            return stuck_outputs[1]
         if not self.states or self._unopened:
             held = len(self._hold_until)
             return (
@@ -97,12 +101,16 @@ class HealthMixin(SidecarState):
             held += g.held_bytes
             pending += g.pending_results
             with contextlib.suppress(Exception):
-                # Lag from the committed offset, not the fetch position: a partition whose outputs
-                # are not acknowledged (so nothing commits) shows its lag growing.
+                # Two lags: from the committed offset (what external lag tools compute; it grows
+                # while nothing commits) and from the next offset to process (what is left to pair).
                 hw = consumer.highwater(tp)
                 base = self._committed.get(tp, self._start_position.get(tp))
+                done = st.next_offset if st.next_offset is not None else base
                 if hw is not None and base is not None:
-                    m.set_lag(tp.topic, tp.partition, hw - base)
+                    m.set_lag(tp.topic, tp.partition, hw - base, None if done is None else hw - done)
+        self._outputs_watch.settle(
+            all_committed=not self._unopened and not any(st.dirty for st in self.states.values())
+        )
         m.set_state(open_calls=calls, open_conversations=convs, held_bytes=held, pending_results=pending)
         self._publish_assignment()
         m.set_up(self.ready)

@@ -23,7 +23,7 @@ from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState
 from stream_pairer.adapters.kafka.topics import committed_offsets
 from stream_pairer.core.engines import make_pipeline
 from stream_pairer.errors import Fenced, OutputTooLarge, SidecarError
-from stream_pairer.stream.checkpoint import Checkpoint
+from stream_pairer.stream.checkpoint import Checkpoint, replay_offset
 from stream_pairer.stream.partition import PartitionState
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
@@ -79,6 +79,7 @@ class PartitionsMixin(SidecarState):
             )
         delay = backoff.next()
         self._hold_until[tp] = time.monotonic() + delay
+        self._outputs_watch.partition_failed(tp_key(tp), err)  # not ready until it commits (acks.py)
         first = self.states_log.change(
             f"partition {tp_key(tp)}", "stuck",
             f"outputs not delivered ({err}); rebuilding it from its last commit by replay, with backoff",
@@ -126,6 +127,7 @@ class PartitionsMixin(SidecarState):
                 self.metrics.forget_partition(tp.topic, tp.partition)
                 self._start_position.pop(tp, None)
                 self._committed.pop(tp, None)
+                self._outputs_watch.partition_delivered(tp_key(tp))  # the next owner's to deliver now
             self._unopened -= revoked
             self._publish_assignment()
             if mine:
@@ -252,16 +254,17 @@ class PartitionsMixin(SidecarState):
                 cfg.pairing_engine, cfg.engine, cfg.formats,
                 tagger=partition_tagger(cfg.tagger), observer=self.metrics, routed=True,
             )  # fmt: skip
+            start = replay_offset(offset, metadata, cp)  # before the commit when it held events back
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
-                start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,
-                lineage_headers=cfg.repartition,
+                start_offset=start, restore=cp, wall_ms=self._wall() * 1000,
+                lineage_headers=cfg.repartition, commit_processed=cfg.commit_processed,
             )  # fmt: skip
             if cp is not None:
                 self._last_commit[tp] = cp
             if offset is not None:
                 self._committed[tp] = offset
-            self._activate(consumer, tp, st, offset)
+            self._activate(consumer, tp, st, start)
             if cp is None:
                 how = "plain replay" if offset is not None else "no commit yet"
             elif st.restoring:

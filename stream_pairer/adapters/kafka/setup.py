@@ -67,6 +67,7 @@ class SetupMixin(SidecarState):
         else:
             delivery = AtLeastOnce(settings, cfg.group_id, store, self.metrics)
         delivery.set_limits(sizes)
+        delivery.watch = self._outputs_watch
         self._delivery = delivery
         return delivery
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from stream_pairer.adapters.kafka.acks import OutputWatch
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import KafkaSettings
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
@@ -59,6 +60,7 @@ class SidecarState:
     _consumer: AIOKafkaConsumer | None
     _admin: AIOKafkaAdminClient | None
     _delivery: Delivery | None
+    _outputs_watch: OutputWatch  # since when outputs are not acknowledged (acks.py, /readyz)
     _store: CheckpointStore | None
     _origin: dict[str, str]
     _last_loop_s: float

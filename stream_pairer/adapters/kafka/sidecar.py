@@ -38,6 +38,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError
 from prometheus_client import ProcessCollector
 
+from stream_pairer.adapters.kafka.acks import OutputWatch
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import (
     KafkaSettings,
@@ -128,6 +129,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         self._consumer: AIOKafkaConsumer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._delivery: Delivery | None = None
+        self._outputs_watch = OutputWatch()  # kept across rebuilds and sessions: /readyz (acks.py)
         self._store: CheckpointStore | None = None
         self._rekeyer: asyncio.Task[None] | None = None
         self._origin: dict[str, str] = {t: t for t in config.input_topics}  # consumed topic -> input topic
@@ -143,6 +145,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         self._said_abandoned = False  # partitions a stop could not commit (said in the log too)
         with contextlib.suppress(ValueError):  # standard process_* metrics, once per registry
             ProcessCollector(registry=self.metrics.registry)
+        self.stages = self.metrics.stages  # where latency goes (ops/stages.py)
         self._publish_assignment()
 
     # ================================================================== lifecycle
@@ -365,24 +368,42 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                     if st is None or not msgs or fetching_for.get(tp) is not st:
                         continue
                     assert isinstance(st, PartitionState)
-                    self.metrics.observe_input_bytes(sum(len(m.value) for m in msgs if m.value is not None))
-                    self._start_position.setdefault(tp, msgs[0].offset)
-                    await self._send(tp, st.feed(msgs, wall_ms), fetched_at)
-                    if st.missed:
-                        self._report_missed(tp, st)
+                    await self._process(tp, st, msgs, wall_ms, fetched_at)
                 await self._reset_refused()
                 if ticks.due(time.monotonic()):
                     await self._tick(consumer, wall_ms)
                     heap.maybe_trim(time.monotonic())
                 if self._delivery is not None:
+                    flushing = time.monotonic()
                     await self._delivery.flush()  # this turn's output batches (delivery.py)
+                    if batch:
+                        self.stages.observe("produce", time.monotonic() - flushing)
                 if commits is None or commits.due(started := time.monotonic()):
                     await self._commit_unless_stopping(consumer)
+                    self.stages.observe("commit", time.monotonic() - started)
                     if commits is not None:
                         commits.committed(started, time.monotonic())
                 self._update_gauges(consumer)
             fetch_backoff.reset()
         await self._shutdown(consumer)
+
+    async def _process(
+        self, tp: TopicPartition, st: PartitionState, msgs: list[Any], wall_ms: float, fetched_at: float
+    ) -> None:
+        """One partition's records of a fetch: pair them and send the outputs, timing each stage."""
+        stages = self.stages
+        self.metrics.observe_input_bytes(sum(len(m.value) for m in msgs if m.value is not None))
+        self._start_position.setdefault(tp, msgs[0].offset)
+        stages.observe("fetch_wait", (wall_ms - msgs[0].timestamp) / 1000)
+        started = time.monotonic()
+        items = st.feed(msgs, wall_ms)
+        fed = time.monotonic()
+        stages.observe("engine", fed - started)
+        stages.observe("linger", fed - fetched_at)
+        await self._send(tp, items, fetched_at)
+        stages.observe("produce", time.monotonic() - fed)
+        if st.missed:
+            self._report_missed(tp, st)
 
     async def _send(self, tp: TopicPartition, items: list[Emitted], arrival: float | None) -> None:
         if not items:
@@ -443,6 +464,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
             if err is None:
                 self._last_commit[tp] = cp
                 self._committed[tp] = cp.committed
+                self._outputs_watch.partition_delivered(tp_key(tp))
                 done = states.get(tp)
                 if done is not None:
                     done.dirty = False

@@ -220,6 +220,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         s,
+        "--commit-held-back",
+        action="store_true",
+        default=not _default("commit_processed"),
+        help="keep each partition's committed offset at its oldest held event (the rule before issue "
+        "25; external lag tools then count held calls as lag). Default: commit what was processed; "
+        "the held events' positions are in the checkpoint, and a restart replays them from there",
+    )
+    add_option(
+        s,
         "--http-host",
         default=_default("http_host"),
         help="address the /metrics /healthz /readyz endpoint binds: 0.0.0.0 (all interfaces) by "
@@ -302,6 +311,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         commit_interval_s=args.commit_interval,
         shutdown_timeout_s=args.shutdown_timeout,
         flush_on_shutdown=args.flush_on_shutdown,
+        commit_processed=not args.commit_held_back,
         auto_offset_reset=args.auto_offset_reset,
         isolation_level=args.isolation_level,
         session_timeout_ms=int(args.session_timeout * 1000),
