@@ -190,6 +190,9 @@ pub fn message<'a>(
         if get(mm, b"function").is_some() || get(mm, b"error").is_some() {
             return Err("other_format"); // Inspect AI's tool message: name and outcome read in Python
         }
+        if present(mm, b, b"tool_call_id").is_none() && get(mm, b"tool_call_ids").is_some() {
+            return Err("other_format"); // SWE-agent's list of ids: read in Python
+        }
         return Ok(vec![Part {
             is_call: false,
             id: as_id(scalar(b, get(mm, b"tool_call_id")))?,

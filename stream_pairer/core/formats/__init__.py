@@ -26,20 +26,27 @@ A readable record of a known shape without tool events returns []; anything else
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 
 from stream_pairer.core.formats import (
+    adk,
     anthropic,
+    autogen,
     canonical,
     codex,
     gemini,
     gemini_cli,
+    langchain,
     mcp,
     openai,
+    openhands,
     otel,
+    recordings,
+    spans,
     wire,
 )
 from stream_pairer.core.formats.common import (
@@ -88,11 +95,16 @@ FORMATS: Final = (
     "gemini_cli",
     "wire",
     "otel",
+    "openinference",
+    "openhands",
+    "langchain",
+    "autogen",
+    "adk",
 )
 # Formats whose records re-send history (every HTTP request repeats the conversation so far; every
 # chat span repeats its input messages): their events are counted once per id by the pipeline's
 # `HistoryDedup`, a repeated copy is not a new event.
-RESENT_FORMATS: Final = frozenset({"wire", "otel"})
+RESENT_FORMATS: Final = frozenset({"wire", "otel", "openinference"})
 
 # Claude Code session lines (and `claude -p --output-format stream-json` lines) that are not
 # conversation turns: they are known, and carry no tool event.
@@ -307,6 +319,9 @@ def _retry_without_bom(raw: bytes, err: orjson.JSONDecodeError) -> Any:
             return orjson.loads(raw[3:])
         except orjson.JSONDecodeError as retry_err:
             err = retry_err
+    prefixed = _after_direction_prefix(raw)
+    if prefixed is not None:
+        return prefixed
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as uerr:
@@ -319,6 +334,20 @@ def _retry_without_bom(raw: bytes, err: orjson.JSONDecodeError) -> Any:
     if "depth limit" in str(err):
         raise FormatError("too_large", f"the record nests too deeply to be read: {err}") from None
     raise FormatError("invalid_json", f"the record is not valid JSON: {err}") from None
+
+
+def _after_direction_prefix(raw: bytes) -> Any:
+    """An MCP stdio transcript line: a direction (`-->`, `<-`, `[client->server]`, `SEND`, a time)
+    before the JSON-RPC message. Tried only once the line failed to decode, so clean records pay
+    nothing; only a JSON-RPC object is taken, anything else stays invalid_json."""
+    at = raw.find(b"{", 0, 120)
+    if at <= 0 or b'"' in raw[:at]:
+        return None
+    try:
+        value = orjson.loads(raw[at:])
+    except orjson.JSONDecodeError:
+        return None
+    return value if type(value) is dict and "jsonrpc" in value else None
 
 
 def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
@@ -351,6 +380,9 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
                 return gemini_cli.parse(d, t)
         if t in openai.RESPONSES_QUIET_ITEMS:
             return []
+        family = FAMILY_TYPES.get(t)
+        if family is not None:
+            return family(d, t)
     if "jsonrpc" in d:
         return mcp.parse(d, prefix)
     if top:
@@ -417,7 +449,10 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
             return [REQUEST_PART]
         return found
     if role is None:
-        raise FormatError("unknown_shape", _unknown_detail(m, prefix))
+        claimed = None if prefix else _claim(m)
+        if claimed is None:
+            raise FormatError("unknown_shape", _unknown_detail(m, prefix))
+        return claimed
     if content is None:
         if "content" not in m:
             # A message with a role and no content at all: a misspelled field (`contents`,
@@ -427,6 +462,34 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
     if type(content) is str:
         return [REQUEST_PART] if role == "user" else []  # a plain text turn
     raise wrong_type(content, prefix, None, "content", "a string or an array of content blocks")
+
+
+# Families told by their `type` (a message class or an event type), read where no format above
+# knew the type: LangChain / LangGraph messages, AutoGen messages and events.
+FAMILY_TYPES: Final[dict[str, Callable[[dict[str, Any], str], list[Part]]]] = {
+    **dict.fromkeys(langchain.TYPES, langchain.parse),
+    **dict.fromkeys(autogen.TYPES, autogen.parse),
+}
+
+
+def _claim(d: dict[str, Any]) -> list[Part] | None:
+    """Families told by their keys, tried only for a top-level record no format above read (a
+    record with no role where a message was expected): the high-volume formats never get here.
+    None: nobody claims it."""
+    if ("action" in d or "observation" in d) and openhands.claims(d):
+        return openhands.parse(d)
+    kind = d.get("kind")
+    if type(kind) is str and "source" in d and "id" in d:
+        return openhands.parse_v1(d, kind)
+    if spans.claims(d):
+        return spans.parse(d)
+    if adk.claims(d):
+        return adk.parse(d)
+    if recordings.is_nock(d):
+        return recordings.nock(d, _message, _dispatch)
+    if recordings.is_response(d):
+        return recordings.response(d, _dispatch)
+    return None
 
 
 _MESSAGE_KEYS: Final = frozenset(
