@@ -14,7 +14,7 @@ response alone is read as the provider body it holds.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from stream_pairer.core.formats import wire
 from stream_pairer.core.formats.common import CALL, RESULT, Part
@@ -28,8 +28,16 @@ def is_response(d: dict[str, Any]) -> bool:
     return "status" in d and "body" in d and ("headers" in d or "statusCode" in d)
 
 
+# Keys of a provider response body that holds a model turn (other endpoints, `GET /v1/models`,
+# embeddings, files, carry no tool event).
+_TURN_KEYS: Final = frozenset({"content", "choices", "candidates", "output", "role"})
+
+
 def nock(d: dict[str, Any], message: wire.MessageParser, dispatch: wire.Dispatcher) -> list[Part]:
-    exchange = {"request": {"body": d.get("body")}, "response": {"body": d.get("response")}}
+    response = wire.body_of({"body": d.get("response")}, "response")
+    if response is not None and not (_TURN_KEYS & response.keys()):
+        response = None
+    exchange = {"request": {"body": d.get("body")}, "response": {"body": response}}
     return wire.parse(exchange, exchange["request"], message, dispatch)
 
 

@@ -1,0 +1,135 @@
+"""Agent framework logs as their producers write them (issue 24): OpenHands, SWE-agent,
+OpenTelemetry SDK exporters, OpenInference, MCP stdio transcripts, LangChain, Google ADK,
+AutoGen, and recorded HTTP traffic (VCR.py cassettes, nock recordings, saved responses).
+
+Each sample in tests/samples/families/ holds answered calls, at least one unanswered call and
+one orphan result (where the family can hold one), shaped from the family's documentation and
+source. The real `pair` command reads each file as it is; the test states every pair (by id,
+with its tool, error flag and `match` label), every orphan, that nothing is a dead letter, and
+that the audit finds every input event in exactly one output record (`run` runs it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.test_real_logs import run
+from tests.core.formats_helpers import SAMPLES
+
+FAMILIES = SAMPLES / "families"
+
+# file -> (format, {call id: (tool, result is_error)}, [unanswered call ids], [orphan result ids])
+EXPECTED: dict[str, tuple[str, dict[str, tuple[str, bool | None]], list[str | None], list[str | None]]] = {
+    "openhands_trajectory.json": (
+        "openhands",
+        {"4": ("execute_bash", True), "6": ("str_replace_editor", False), "9": ("str_replace_editor", True)},
+        ["7"],
+        ["42"],
+    ),
+    "openhands_v1_events.jsonl": (
+        "openhands",
+        {
+            "call_Jr4pX2mN7qLs9vB3": ("execute_bash", False),
+            "call_Hb2nM6vC9xK4jL7s": ("str_replace_editor", True),
+        },
+        ["call_Ty8qW1eR5tZu3iO6"],
+        ["call_Zz0aQ9wS1xE2dC3v"],
+    ),
+    "swe_agent.traj": (
+        "openai_chat",
+        {"call_5nVq2Rj8KdXw": ("find_file", None), "call_8TmYp3Lc1ZsE": ("open", None)},
+        ["call_2GhKq7Wn4VbX"],
+        ["call_0rphAn9Result"],
+    ),
+    "otel_console_spans.json": (
+        "otel",
+        {"call_wPar1s": ("get_weather", False), "call_wR0me": ("get_weather", True)},
+        ["call_b00k"],
+        ["call_st4le"],
+    ),
+    "otel_flat_spans.jsonl": (
+        "otel",
+        {
+            "toolu_01SrchA": ("search_docs", False),
+            "toolu_01TcktB": ("open_ticket", True),
+            "call_g0Ord3r": ("lookup_order", False),
+        },
+        ["toolu_01EmlC"],
+        ["toolu_01G0ne"],
+    ),
+    "openinference_spans.jsonl": (
+        "openinference",
+        {"call_fL1ght5": ("search_flights", None), "call_w3ath3r": ("get_weather", True)},
+        ["call_b00kTP"],
+        ["call_h0tel0ld"],
+    ),
+    "mcp_stdio_transcript.log": (
+        "mcp",
+        {"7": ("read_file", False), "8": ("list_directory", True)},
+        ["9"],
+        ["12"],
+    ),
+    "langchain_messages.jsonl": (
+        "langchain",
+        {
+            "call_m7x2QpLk": ("multiply", False),
+            "call_w8e3RsTn": ("get_weather", True),
+            "call_br0kenJs": ("get_weather", True),
+        },
+        ["call_r3p0rtXy"],
+        ["call_pr3vT0ol"],
+    ),
+    "adk_events.jsonl": (
+        "adk",
+        {"adk-4a5b6c7d-8e9f-4012-a345-6789abcdef01": ("get_weather", False)},
+        ["adk-5b6c7d8e-9f01-4123-b456-789abcdef012"],
+        ["adk-9e8d7c6b-5a49-4382-9176-5f4e3d2c1b0a"],
+    ),
+    "autogen_events.jsonl": (
+        "autogen",
+        {"call_Ly0nP0p1": ("population", False), "call_N4ntesP2": ("population", True)},
+        ["call_Gr4phP3"],
+        ["call_0ldGe0"],
+    ),
+    "vcr_openai_cassette.yaml": (
+        "wire",
+        {"call_Tk1Wthr": ("get_weather", None)},
+        ["call_Tk2Time"],
+        ["call_0ldSesn"],
+    ),
+    "nock_anthropic_recording.json": (
+        "wire",
+        {"toolu_01NkTckt": ("open_ticket", False), "toolu_01NkPage": ("page_oncall", True)},
+        ["toolu_01NkRetry"],
+        ["toolu_01Nk0ld"],
+    ),
+    "saved_gemini_response.json": ("gemini", {}, [None], []),
+}
+
+
+def _side_ids(res: dict[str, Any], kind: str) -> list[str | None]:
+    return sorted((o["event"]["id"] for o in res["orphans"] if o["kind"] == kind), key=str)
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_family_log_pairs_exactly_as_written(tmp_path: Path, name: str, engine: str) -> None:
+    """Both engines (the compiled core hands these records to the Python readers) agree."""
+    fmt, pairs, unanswered, orphan_results = EXPECTED[name]
+    res = run(tmp_path, FAMILIES / name, extra=("--engine", engine))
+    assert res["dead_letter"] == []
+    got = {p["call"]["id"]: (p["tool"], p["result"]["is_error"]) for p in res["pairs"]}
+    assert got == pairs
+    # by id, never by position: every record of these families carries its call's id
+    assert {p["match"] for p in res["pairs"]} <= {"id"}
+    assert all(p["call"]["id"] == p["result"]["id"] for p in res["pairs"])
+    assert _side_ids(res, "orphan_call") == sorted(unanswered, key=str)
+    assert _side_ids(res, "orphan_result") == sorted(orphan_results, key=str)
+    sides = [s for p in res["pairs"] for s in (p["call"], p["result"])]
+    sides += [o["event"] for o in res["orphans"]]
+    assert {s["format"] for s in sides} == {fmt}
+    summary = res["summary"]
+    events = len(pairs) * 2 + len(unanswered) + len(orphan_results)
+    assert sum(summary["events"].values()) == events, "each call and result counted once"
