@@ -133,3 +133,30 @@ def test_family_log_pairs_exactly_as_written(tmp_path: Path, name: str, engine: 
     summary = res["summary"]
     events = len(pairs) * 2 + len(unanswered) + len(orphan_results)
     assert sum(summary["events"].values()) == events, "each call and result counted once"
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_ids_the_client_rewrote_give_one_record_per_call(tmp_path: Path, engine: str) -> None:
+    """A local server reuses `call_0` in every response and the client prefixes the response id
+    before the next request; a Gemini proxy invents an id for an id-less call. Each call ends in
+    one pair, never in a pair plus an orphan_call for the response's own copy."""
+    res = run(tmp_path, FAMILIES / "wire_rewritten_ids.jsonl", extra=("--engine", engine))
+    assert res["orphans"] == [] and res["dead_letter"] == []
+    by_tool = {p["tool"]: p for p in res["pairs"]}
+    assert sorted(by_tool) == ["find_flights", "get_time", "get_weather"]
+    for tool in ("get_weather", "get_time"):  # two calls, both `call_0`, each with its own result
+        pair = by_tool[tool]
+        assert pair["match"] == "id" and pair["call"]["id"] == pair["result"]["id"] == "call_0"
+        assert pair["conversation_id"] == "local-llm-7"
+    assert by_tool["get_weather"]["result"]["content"] == "18 C, cloudy"
+    assert by_tool["get_time"]["result"]["content"] == "14:05"
+    # the response's call had no id: the pair says it was made by position, within the tool name
+    invented = by_tool["find_flights"]
+    assert invented["match"] == "fifo" and invented["call"]["id"] is None
+    assert res["summary"]["duplicate_copies"] >= 3  # the rewritten history copies, counted once
+
+
+def test_json_rpc_ids_7_and_string_7_are_one_id(tmp_path: Path) -> None:
+    res = run(tmp_path, FAMILIES / "mcp_stdio_transcript.log")
+    pair = next(p for p in res["pairs"] if p["tool"] == "read_file")
+    assert pair["call"]["raw"]["id"] == 7 and pair["result"]["raw"]["id"] == "7"
