@@ -20,7 +20,8 @@ from tests.core.formats_helpers import SAMPLES
 
 FAMILIES = SAMPLES / "families"
 
-# file -> (format, {call id: (tool, result is_error)}, [unanswered call ids], [orphan result ids])
+# file -> (format, {call id: (tool, result is_error)}, [unanswered call ids], [orphan result ids]).
+# Families that keep no ids (Cohere v1, CrewAI) are keyed by tool name and pair by position.
 EXPECTED: dict[str, tuple[str, dict[str, tuple[str, bool | None]], list[str | None], list[str | None]]] = {
     "openhands_trajectory.json": (
         "openhands",
@@ -106,6 +107,53 @@ EXPECTED: dict[str, tuple[str, dict[str, tuple[str, bool | None]], list[str | No
         ["toolu_01Nk0ld"],
     ),
     "saved_gemini_response.json": ("gemini", {}, [None], []),
+    "vercel_ai_messages.jsonl": (
+        "vercel_ai",
+        {
+            "call_BeR1n": ("weather", False),
+            "call_MaDr1d": ("weather", True),
+            "call_L0c4t": ("getLocation", False),
+            "call_Dyn9": ("mcp_search", True),
+            "call_v4Time": ("getTime", False),
+        },
+        ["call_C0nf1rm", "call_Fx30"],
+        ["call_0ldStep"],
+    ),
+    "openai_agents_items.jsonl": (
+        "openai_responses",
+        {"call_AgT1": ("lookup_invoice", None), "call_H4nd": ("transfer_to_billing_agent", None)},
+        ["call_R3fund"],
+        ["call_Pr1or"],
+    ),
+    "atif_trajectory.json": (
+        "atif",
+        {"call_3_1": ("bash_command", None), "call_4_1": ("bash_command", None)},
+        ["call_4_2"],
+        ["call_2_9"],
+    ),
+    "smolagents_steps.json": (
+        "smolagents",
+        {"call_fIb20": ("python_interpreter", False), "call_w3bS": ("web_search", True)},
+        ["call_w3bS2"],
+        [],
+    ),
+    "litellm_payloads.jsonl": ("wire", {"call_jPy1": ("convert", None)}, ["call_gBp2"], ["call_xX0ld"]),
+}
+
+# Families whose records carry no id at all: pairs by position within the tool name, labelled so.
+NO_IDS: dict[str, tuple[str, dict[str, bool], list[str], list[str]]] = {
+    "cohere_chat.jsonl": (
+        "cohere",
+        {"query_daily_sales_report": False, "query_product_catalog": True},
+        ["send_email"],
+        ["archive_report"],
+    ),
+    "crewai_events.jsonl": (
+        "crewai",
+        {"Search the internet": False, "Read website content": True},
+        ["Delegate work to coworker"],
+        ["File Writer Tool"],
+    ),
 }
 
 
@@ -160,3 +208,25 @@ def test_json_rpc_ids_7_and_string_7_are_one_id(tmp_path: Path) -> None:
     res = run(tmp_path, FAMILIES / "mcp_stdio_transcript.log")
     pair = next(p for p in res["pairs"] if p["tool"] == "read_file")
     assert pair["call"]["raw"]["id"] == 7 and pair["result"]["raw"]["id"] == "7"
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+@pytest.mark.parametrize("name", sorted(NO_IDS))
+def test_family_log_without_ids_pairs_by_position_and_says_so(tmp_path: Path, name: str, engine: str) -> None:
+    fmt, pairs, unanswered, orphan_results = NO_IDS[name]
+    res = run(tmp_path, FAMILIES / name, extra=("--engine", engine))
+    assert res["dead_letter"] == []
+    mine = [p for p in res["pairs"] if p["call"]["format"] == fmt]
+    assert {p["tool"]: p["result"]["is_error"] for p in mine} == pairs
+    assert all(p["match"] == "fifo" and p["call"]["id"] is None for p in mine)
+    orphans = [o for o in res["orphans"] if o["event"]["format"] == fmt]
+    assert sorted(o["tool"] for o in orphans if o["kind"] == "orphan_call") == unanswered
+    assert sorted(o["event"]["name"] for o in orphans if o["kind"] == "orphan_result") == orphan_results
+
+
+def test_cohere_v2_beside_v1_pairs_by_its_id(tmp_path: Path) -> None:
+    res = run(tmp_path, FAMILIES / "cohere_chat.jsonl")
+    v2 = [p for p in res["pairs"] if p["conversation_id"] == "cohere-v2-b"]
+    assert [(p["match"], p["call"]["id"], p["tool"]) for p in v2] == [
+        ("id", "get_weather_k3x9f2m1abcd", "get_weather")
+    ]

@@ -26,27 +26,24 @@ A readable record of a known shape without tool events returns []; anything else
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 
 from stream_pairer.core.formats import (
-    adk,
     anthropic,
-    autogen,
     canonical,
     codex,
+    cohere,
+    families,
     gemini,
     gemini_cli,
-    langchain,
     mcp,
     openai,
-    openhands,
     otel,
-    recordings,
-    spans,
+    smolagents,
+    vercel_ai,
     wire,
 )
 from stream_pairer.core.formats.common import (
@@ -100,6 +97,11 @@ FORMATS: Final = (
     "langchain",
     "autogen",
     "adk",
+    "vercel_ai",
+    "cohere",
+    "atif",
+    "smolagents",
+    "crewai",
 )
 # Formats whose records re-send history (every HTTP request repeats the conversation so far; every
 # chat span repeats its input messages): their events are counted once per id by the pipeline's
@@ -380,7 +382,7 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
                 return gemini_cli.parse(d, t)
         if t in openai.RESPONSES_QUIET_ITEMS:
             return []
-        family = FAMILY_TYPES.get(t)
+        family = families.TYPED.get(t)
         if family is not None:
             return family(d, t)
     if "jsonrpc" in d:
@@ -428,17 +430,28 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
     tool result starts a request (a REQUEST marker: the loop caps count from it)."""
     if "parts" in m:
         found = gemini.parts(m, prefix)
-        if not found and m.get("role") == "user":
-            return [REQUEST_PART]
+        if not found:
+            items = m["parts"]
+            if type(items) is list and vercel_ai.is_ui(items):  # Vercel AI SDK UI message
+                return vercel_ai.ui_parts(items, f"{prefix}parts")
+            if m.get("role") == "user":
+                return [REQUEST_PART]
         return found
     tool_calls = m.get("tool_calls")
     if tool_calls is not None:
-        return openai.chat_calls(tool_calls, prefix)
+        if "step_number" in m and not prefix:  # a smolagents step: its calls and their outcome
+            return smolagents.parse(m)
+        return families.tool_calls(m, tool_calls, prefix)
     fc = m.get("function_call")
     if fc is not None:
         return openai.legacy_call(m, fc, prefix)
     role = m.get("role")
     if role == "tool":
+        content = m.get("content")
+        if type(content) is list and "tool_call_id" not in m:
+            found = anthropic.blocks(content, f"{prefix}content", "anthropic")  # Vercel AI SDK
+            if found:
+                return found
         return openai.chat_result(m, prefix)
     if role == "function":
         return openai.legacy_result(m, prefix)
@@ -449,47 +462,26 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
             return [REQUEST_PART]
         return found
     if role is None:
-        claimed = None if prefix else _claim(m)
+        claimed = None if prefix else families.claim(m, _message, _dispatch)
         if claimed is None:
             raise FormatError("unknown_shape", _unknown_detail(m, prefix))
         return claimed
     if content is None:
+        if role in cohere.V1_ROLES:
+            return cohere.turn(m, role, prefix)  # Cohere v1 chat history
         if "content" not in m:
             # A message with a role and no content at all: a misspelled field (`contents`,
             # `text`) must not vanish as a plain turn would.
             raise missing(prefix, None, "content", _content_hint(m))
         return []
     if type(content) is str:
-        return [REQUEST_PART] if role == "user" else []  # a plain text turn
+        if role == "user":
+            return [REQUEST_PART]
+        invocations = m.get("toolInvocations")  # a Vercel AI SDK v4 UI message
+        return (
+            vercel_ai.ui_parts(invocations, f"{prefix}toolInvocations") if type(invocations) is list else []
+        )
     raise wrong_type(content, prefix, None, "content", "a string or an array of content blocks")
-
-
-# Families told by their `type` (a message class or an event type), read where no format above
-# knew the type: LangChain / LangGraph messages, AutoGen messages and events.
-FAMILY_TYPES: Final[dict[str, Callable[[dict[str, Any], str], list[Part]]]] = {
-    **dict.fromkeys(langchain.TYPES, langchain.parse),
-    **dict.fromkeys(autogen.TYPES, autogen.parse),
-}
-
-
-def _claim(d: dict[str, Any]) -> list[Part] | None:
-    """Families told by their keys, tried only for a top-level record no format above read (a
-    record with no role where a message was expected): the high-volume formats never get here.
-    None: nobody claims it."""
-    if ("action" in d or "observation" in d) and openhands.claims(d):
-        return openhands.parse(d)
-    kind = d.get("kind")
-    if type(kind) is str and "source" in d and "id" in d:
-        return openhands.parse_v1(d, kind)
-    if spans.claims(d):
-        return spans.parse(d)
-    if adk.claims(d):
-        return adk.parse(d)
-    if recordings.is_nock(d):
-        return recordings.nock(d, _message, _dispatch)
-    if recordings.is_response(d):
-        return recordings.response(d, _dispatch)
-    return None
 
 
 _MESSAGE_KEYS: Final = frozenset(
