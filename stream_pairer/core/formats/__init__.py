@@ -42,6 +42,7 @@ from stream_pairer.core.formats import (
     mcp,
     openai,
     otel,
+    otlp_proto,
     smolagents,
     vercel_ai,
     wire,
@@ -324,6 +325,9 @@ def _retry_without_bom(raw: bytes, err: orjson.JSONDecodeError) -> Any:
     prefixed = _after_direction_prefix(raw)
     if prefixed is not None:
         return prefixed
+    spans = otlp_proto.decode(raw)  # the Collector's Kafka exporter, `otlp_proto` encoding
+    if spans is not None:
+        return spans
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as uerr:
