@@ -471,7 +471,7 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
             raise FormatError("unknown_shape", _unknown_detail(m, prefix))
         return claimed
     if content is None:
-        if role in cohere.V1_ROLES:
+        if type(role) is str and role in cohere.V1_ROLES:
             return cohere.turn(m, role, prefix)  # Cohere v1 chat history
         if "content" not in m:
             # A message with a role and no content at all: a misspelled field (`contents`,

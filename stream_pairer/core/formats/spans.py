@@ -49,7 +49,7 @@ def parse(d: dict[str, Any]) -> list[Part]:
         events = _events(d.get("events"), "name", "attributes", _flat)
         span = otel.Span(
             d.get("name"),
-            status.get("status_code") in _FAILED,
+            _failed(status.get("status_code")),
             status.get("description"),
             otel.conversation(attrs, ctx.get("trace_id")),
             _ms(d.get("start_time")),
@@ -69,7 +69,7 @@ def parse(d: dict[str, Any]) -> list[Part]:
     code = status.get("code")
     span = otel.Span(
         d.get("name"),
-        type(code) in (int, str) and code in _FAILED,
+        _failed(code),
         status.get("message"),
         otel.conversation(attrs, d.get("traceId")),
         start,
@@ -87,7 +87,7 @@ def _go(d: dict[str, Any]) -> list[Part]:
     events = _events(d.get("Events"), "Name", "Attributes", _key_values)
     span = otel.Span(
         d.get("Name"),
-        status.get("Code") in _FAILED,
+        _failed(status.get("Code")),
         status.get("Description"),
         otel.conversation(attrs, ctx.get("TraceID")),
         _ms(d.get("StartTime")),
@@ -95,6 +95,10 @@ def _go(d: dict[str, Any]) -> list[Part]:
         events,
     )
     return otel.span_parts(attrs, span, d)
+
+
+def _failed(code: Any) -> bool:
+    return (type(code) is int or type(code) is str) and code in _FAILED
 
 
 def _events(

@@ -1,0 +1,101 @@
+"""The edges of the agent-family readers and of ids as the families write them (issue 24):
+what must not be read as a tool event, what must stay a dead letter, and when a rewritten id
+is, and is not, a copy of an earlier call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from stream_pairer.core.dedup import HistoryDedup
+from stream_pairer.core.formats import parse_record
+from stream_pairer.core.model import CALL, RESULT, FormatError, ToolEvent
+
+
+def parse(record: dict[str, Any] | bytes) -> list[ToolEvent]:
+    raw = record if isinstance(record, bytes) else orjson.dumps(record)
+    return parse_record(raw, {"file": "t", "line": 1}, key="k")
+
+
+def ev(kind: str, call_id: str | None, name: str = "get", args: Any = None) -> ToolEvent:
+    return ToolEvent(kind, "c", call_id, name, args if args is not None else {"q": 1}, None, "wire", {})  # type: ignore[arg-type]
+
+
+def test_a_copy_under_an_id_that_merely_ends_with_the_old_one_is_a_new_call() -> None:
+    """`21` ends with `1`, but without a separator it is another id: two calls, not a copy."""
+    d = HistoryDedup()
+    assert d.admit(ev(CALL, "1"))
+    assert d.admit(ev(CALL, "21"))
+    assert d.copies == 0
+
+
+def test_a_prefixed_copy_is_the_same_call_and_its_result_answers_it() -> None:
+    d = HistoryDedup()
+    assert d.admit(ev(CALL, "call_0"))
+    assert not d.admit(ev(CALL, "resp_9_call_0"))  # the client's rewrite: a copy
+    result = ev(RESULT, "resp_9_call_0")
+    assert d.admit(result) and result.id == "call_0"
+    assert d.admit(ev(CALL, "call_0", args={"q": 2}))  # the next response's call_0 is new
+
+
+def test_other_arguments_or_another_tool_are_not_a_copy() -> None:
+    d = HistoryDedup()
+    assert d.admit(ev(CALL, "call_0"))
+    assert d.admit(ev(CALL, "resp_9_call_0", args={"q": 2}))
+    assert d.admit(ev(CALL, "resp_8_call_0", name="put"))
+    assert d.copies == 0
+
+
+def test_a_call_seen_again_under_its_own_id_is_never_taken_for_a_rewrite() -> None:
+    d = HistoryDedup()
+    assert d.admit(ev(CALL, "call_0"))
+    assert not d.admit(ev(CALL, "call_0"))  # the usual history copy
+    assert d.admit(ev(CALL, "resp_9_call_0"))  # so this one is another call
+    assert d.copies == 1
+
+
+def test_a_direction_prefix_is_taken_off_json_rpc_lines_only() -> None:
+    [call] = parse(b'--> {"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ls"}}')
+    assert (call.type, call.id, call.name) == (CALL, "3", "ls")
+    [result] = parse(b'[server->client] {"jsonrpc":"2.0","id":"3","result":{"content":[]}}')
+    assert (result.type, result.id) == (RESULT, "3")
+    with pytest.raises(FormatError) as err:
+        parse(b'--> {"role":"user","content":"hi"}')  # not JSON-RPC: the line stays unreadable
+    assert err.value.reason == "invalid_json"
+
+
+def test_binary_that_is_not_otlp_stays_a_dead_letter() -> None:
+    with pytest.raises(FormatError) as err:
+        parse(b"\x0a\x05hello\xff\xfe")
+    assert err.value.reason in ("invalid_utf8", "invalid_json")
+
+
+def test_openhands_finish_and_state_changes_are_no_tool_events() -> None:
+    finish = {"id": 9, "source": "agent", "message": "done", "action": "finish", "args": {}}
+    state = {"id": 10, "source": "environment", "observation": "agent_state_changed", "content": ""}
+    uncaused = {"id": 11, "source": "agent", "observation": "run", "content": "x"}
+    assert parse(finish) == [] and parse(state) == [] and parse(uncaused) == []
+    [obs] = parse({"id": 12, "cause": 7, "observation": "run", "content": "", "success": False})
+    assert (obs.type, obs.id, obs.is_error) == (RESULT, "7", True)
+
+
+def test_swe_agent_result_answers_every_id_of_its_list() -> None:
+    found = parse({"role": "tool", "content": "ok", "tool_call_ids": ["call_a", "call_b"]})
+    assert [(e.type, e.id, e.payload) for e in found] == [(RESULT, "call_a", "ok"), (RESULT, "call_b", "ok")]
+    with pytest.raises(FormatError):
+        parse({"role": "tool", "content": "ok", "tool_call_ids": "call_a"})
+
+
+def test_adk_partial_events_are_not_read() -> None:
+    part = {"functionCall": {"id": "adk-p", "name": "f", "args": {}}}
+    event = {"author": "agent", "invocationId": "e-1", "content": {"role": "model", "parts": [part]}}
+    assert parse({**event, "partial": True}) == []
+    [call] = parse(event)
+    assert (call.type, call.id, call.format) == (CALL, "adk-p", "adk")
+
+
+def test_langchain_tool_message_status_error_is_an_error_result() -> None:
+    [res] = parse({"type": "tool", "tool_call_id": "call_1", "content": "boom", "status": "error"})
+    assert (res.type, res.id, res.is_error, res.format) == (RESULT, "call_1", True, "langchain")
