@@ -152,16 +152,24 @@ def test_arbitrary_values_inside_every_wrapper(value: Any) -> None:
 
 
 def _sample_records() -> list[Any]:
-    return [
-        orjson.loads(line)
-        for p in sorted([*SAMPLES.glob("*.jsonl"), *SAMPLES.glob("families/*.jsonl")])
-        for line in p.read_bytes().splitlines()
-        if not line.startswith((b"-->", b"<--"))  # the MCP transcript's direction prefixes
-    ] + [  # the agent families' whole documents, item by item as the file reader feeds them
-        item
-        for name in ("openhands_trajectory.json", "smolagents_steps.json", "nock_anthropic_recording.json")
-        for item in orjson.loads((SAMPLES / "families" / name).read_bytes())
-    ] + [orjson.loads((SAMPLES / "families" / "atif_trajectory.json").read_bytes())]
+    return (
+        [
+            orjson.loads(line)
+            for p in sorted([*SAMPLES.glob("*.jsonl"), *SAMPLES.glob("families/*.jsonl")])
+            for line in p.read_bytes().splitlines()
+            if not line.startswith((b"-->", b"<--"))  # the MCP transcript's direction prefixes
+        ]
+        + [  # the agent families' whole documents, item by item as the file reader feeds them
+            item
+            for name in (
+                "openhands_trajectory.json",
+                "smolagents_steps.json",
+                "nock_anthropic_recording.json",
+            )
+            for item in orjson.loads((SAMPLES / "families" / name).read_bytes())
+        ]
+        + [orjson.loads((SAMPLES / "families" / "atif_trajectory.json").read_bytes())]
+    )
 
 
 SAMPLE_RECORDS = _sample_records()
