@@ -14,14 +14,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stream_pairer.core.formats.common import (
-    CALL,
     MARK_SCOPE,
     REQUEST_PART,
     RESULT,
     Part,
     as_id,
-    as_name,
-    decode_arguments,
+    call_list,
     mark,
     parse_ts,
     wrong_type,
@@ -55,25 +53,8 @@ def parse(d: dict[str, Any]) -> list[Part]:
 
 
 def step(s: dict[str, Any], prefix: str) -> list[Part]:
-    out: list[Part] = []
-    calls = s.get("tool_calls")
-    if calls is not None:
-        if type(calls) is not list:
-            raise wrong_type(calls, prefix, None, "tool_calls", "an array")
-        for i, c in enumerate(calls):
-            if type(c) is not dict:
-                raise wrong_type(c, f"{prefix}tool_calls", i, None, "a tool call object")
-            out.append(
-                (
-                    CALL,
-                    as_id(c.get("tool_call_id"), f"{prefix}tool_calls", i, "tool_call_id"),
-                    as_name(c.get("function_name"), f"{prefix}tool_calls", i, "function_name", True),
-                    decode_arguments(c.get("arguments")),
-                    None,
-                    c,
-                    FORMAT,
-                )
-            )
+    keys = ("tool_call_id", "function_name", "arguments")
+    out = call_list(s.get("tool_calls"), prefix, "tool_calls", keys, FORMAT)
     obs = s.get("observation")
     results = obs.get("results") if type(obs) is dict else None
     for i, r in enumerate(results if type(results) is list else []):

@@ -15,14 +15,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stream_pairer.core.formats.common import (
-    CALL,
     REQUEST_PART,
     RESULT,
     Part,
     as_flag,
     as_id,
     as_name,
-    decode_arguments,
+    call_list,
     wrong_type,
 )
 
@@ -57,34 +56,23 @@ def parse(d: dict[str, Any], t: str) -> list[Part]:
         return [REQUEST_PART] if t == "UserMessage" or d.get("source") == "user" else []
     if t in _QUIET or (t == "AssistantMessage" and type(content) is not list):
         return []
+    if t in _CALLS:
+        return call_list(content, "", "content", ("id", "name", "arguments"), FORMAT)
     if type(content) is not list:
-        raise wrong_type(content, "", None, "content", "an array of function calls or results")
+        raise wrong_type(content, "", None, "content", "an array of function results")
     out: list[Part] = []
     for i, c in enumerate(content):
         if type(c) is not dict:
             raise wrong_type(c, "content", i, None, "an object")
-        if t in _CALLS:
-            out.append(
-                (
-                    CALL,
-                    as_id(c.get("id"), "content", i, "id"),
-                    as_name(c.get("name"), "content", i, "name", True),
-                    decode_arguments(c.get("arguments")),
-                    None,
-                    c,
-                    FORMAT,
-                )
+        out.append(
+            (
+                RESULT,
+                as_id(c.get("call_id"), "content", i, "call_id"),
+                as_name(c.get("name"), "content", i, "name", False),
+                c.get("content"),
+                as_flag(c.get("is_error"), "content", i, "is_error"),
+                c,
+                FORMAT,
             )
-        else:
-            out.append(
-                (
-                    RESULT,
-                    as_id(c.get("call_id"), "content", i, "call_id"),
-                    as_name(c.get("name"), "content", i, "name", False),
-                    c.get("content"),
-                    as_flag(c.get("is_error"), "content", i, "is_error"),
-                    c,
-                    FORMAT,
-                )
-            )
+        )
     return out

@@ -19,14 +19,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stream_pairer.core.formats.common import (
-    CALL,
     REQUEST_PART,
     RESULT,
     Part,
     as_id,
     as_name,
-    decode_arguments,
-    wrong_type,
+    call_list,
 )
 
 FORMAT: Final = "langchain"
@@ -55,25 +53,7 @@ def _message(m: dict[str, Any], t: str, prefix: str) -> list[Part]:
     if t in _AI:
         out: list[Part] = []
         for key in ("tool_calls", "invalid_tool_calls"):
-            calls = m.get(key)
-            if calls is None:
-                continue
-            if type(calls) is not list:
-                raise wrong_type(calls, prefix, None, key, "an array")
-            for i, tc in enumerate(calls):
-                if type(tc) is not dict:
-                    raise wrong_type(tc, f"{prefix}{key}", i, None, "a tool call object")
-                out.append(
-                    (
-                        CALL,
-                        as_id(tc.get("id"), f"{prefix}{key}", i, "id"),
-                        as_name(tc.get("name"), f"{prefix}{key}", i, "name", True),
-                        decode_arguments(tc.get("args")),
-                        None,
-                        tc,
-                        FORMAT,
-                    )
-                )
+            out += call_list(m.get(key), prefix, key, ("id", "name", "args"), FORMAT)
         return out
     if t in _TOOL:
         status = m.get("status")

@@ -20,6 +20,7 @@ same events. Nested attribute objects (`{"gen_ai": {"tool": {...}}}`) are flatte
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from stream_pairer.core.formats import otel
@@ -38,40 +39,50 @@ def claims(d: dict[str, Any]) -> bool:
     return type(d.get("traceId")) is str and type(d.get("attributes")) is dict and "name" in d
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Where one exporter writes each part of a span."""
+
+    name: str
+    status: str
+    code: str
+    message: str
+    trace: tuple[str, str]  # (context object, trace id member); context "" = the span itself
+    start: tuple[str, ...]  # the first present is the start time
+    end: tuple[str, ...]
+    attributes: str
+    events: str
+    event_name: str
+    read: Callable[[Any], dict[str, Any]]  # the attribute list or object, as plain attributes
+
+
 def parse(d: dict[str, Any]) -> list[Part]:
     if "SpanContext" in d:
-        return _go(d)
-    ctx = d.get("context")
-    if type(ctx) is dict:  # Python's to_json
-        status = d.get("status")
-        status = status if type(status) is dict else {}
-        attrs = _flat(d.get("attributes"))
-        events = _events(d.get("events"), "name", "attributes", _flat)
-        span = otel.Span(
-            d.get("name"),
-            _failed(status.get("status_code")),
-            status.get("description"),
-            otel.conversation(attrs, ctx.get("trace_id")),
-            _ms(d.get("start_time")),
-            _ms(d.get("end_time")),
-            events,
-        )
-        return otel.span_parts(attrs, span, d)
-    status = d.get("status")
+        shape = _GO
+    elif type(d.get("context")) is dict:
+        shape = _PYTHON
+    else:
+        shape = _SNAPSHOT
+    status = d.get(shape.status)
     status = status if type(status) is dict else {}
-    attrs = _flat(d.get("attributes"))
-    start = _ms(d.get("startTime", d.get("timestamp", d.get("start_time"))))
-    end = _ms(d.get("endTime", d.get("end_time")))
+    ctx = d.get(shape.trace[0]) if shape.trace[0] else d
+    trace = ctx.get(shape.trace[1]) if type(ctx) is dict else None
+    attrs = shape.read(d.get(shape.attributes))
+    start = _ms(next((d[k] for k in shape.start if k in d), None))
+    end = _ms(next((d[k] for k in shape.end if k in d), None))
     duration = d.get("duration")
     if end is None and start is not None and (type(duration) is int or type(duration) is float):
         end = start + duration / 1000.0  # JS ReadableSpan dumps: microseconds
-    events = _events(d.get("events"), "name", "attributes", _flat)
-    code = status.get("code")
+    events = [
+        (ev.get(shape.event_name), shape.read(ev.get(shape.attributes)))
+        for ev in _list(d.get(shape.events))
+        if type(ev) is dict
+    ]
     span = otel.Span(
-        d.get("name"),
-        _failed(code),
-        status.get("message"),
-        otel.conversation(attrs, d.get("traceId")),
+        d.get(shape.name),
+        _failed(status.get(shape.code)),
+        status.get(shape.message),
+        otel.conversation(attrs, trace),
         start,
         end,
         events,
@@ -79,32 +90,8 @@ def parse(d: dict[str, Any]) -> list[Part]:
     return otel.span_parts(attrs, span, d)
 
 
-def _go(d: dict[str, Any]) -> list[Part]:
-    ctx = d["SpanContext"]
-    status = d.get("Status")
-    status = status if type(status) is dict else {}
-    attrs = _key_values(d.get("Attributes"))
-    events = _events(d.get("Events"), "Name", "Attributes", _key_values)
-    span = otel.Span(
-        d.get("Name"),
-        _failed(status.get("Code")),
-        status.get("Description"),
-        otel.conversation(attrs, ctx.get("TraceID")),
-        _ms(d.get("StartTime")),
-        _ms(d.get("EndTime")),
-        events,
-    )
-    return otel.span_parts(attrs, span, d)
-
-
 def _failed(code: Any) -> bool:
     return (type(code) is int or type(code) is str) and code in _FAILED
-
-
-def _events(
-    items: Any, name: str, attributes: str, read: Callable[[Any], dict[str, Any]]
-) -> list[tuple[Any, dict[str, Any]]]:
-    return [(ev.get(name), read(ev.get(attributes))) for ev in _list(items) if type(ev) is dict]
 
 
 def _key_values(items: Any) -> dict[str, Any]:
@@ -153,3 +140,18 @@ def _ms(v: Any) -> float | None:
         return parse_ts(v, "", "time")
     except FormatError:
         return None
+
+
+# The exporters' spellings (after the readers they name).
+_PYTHON: Final = _Shape(
+    "name", "status", "status_code", "description", ("context", "trace_id"), ("start_time",),
+    ("end_time",), "attributes", "events", "name", _flat,
+)  # fmt: skip
+_SNAPSHOT: Final = _Shape(
+    "name", "status", "code", "message", ("", "traceId"), ("startTime", "timestamp", "start_time"),
+    ("endTime", "end_time"), "attributes", "events", "name", _flat,
+)  # fmt: skip
+_GO: Final = _Shape(
+    "Name", "Status", "Code", "Description", ("SpanContext", "TraceID"), ("StartTime",), ("EndTime",),
+    "Attributes", "Events", "Name", _key_values,
+)  # fmt: skip
