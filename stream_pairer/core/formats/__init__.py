@@ -36,7 +36,6 @@ from stream_pairer.core.formats import (
     canonical,
     codex,
     cohere,
-    families,
     gemini,
     gemini_cli,
     mcp,
@@ -115,6 +114,8 @@ CLAUDE_CODE_QUIET: Final = frozenset(
     {"summary", "system", "file-history-snapshot", "queue-operation", "progress", "result"}
 )
 _BOM: Final = b"\xef\xbb\xbf"
+# LAZY: the agent-family readers (families.py) are imported where a record first reaches one, so
+# a process that reads only the high-volume formats never loads them (~8 ms of start-up).
 # Server-sent events of a streamed Anthropic response: fragments of a message, not records; they
 # are dead-lettered with a hint rather than skipped as an unknown type (a call would vanish).
 ANTHROPIC_STREAM_EVENTS: Final = frozenset(
@@ -386,6 +387,8 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
                 return gemini_cli.parse(d, t)
         if t in openai.RESPONSES_QUIET_ITEMS:
             return []
+        from stream_pairer.core.formats import families  # noqa: PLC0415 - see LAZY
+
         family = families.TYPED.get(t)
         if family is not None:
             return family(d, t)
@@ -445,6 +448,8 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
     if tool_calls is not None:
         if "step_number" in m and not prefix:  # a smolagents step: its calls and their outcome
             return smolagents.parse(m)
+        from stream_pairer.core.formats import families  # noqa: PLC0415 - see LAZY
+
         return families.tool_calls(m, tool_calls, prefix)
     fc = m.get("function_call")
     if fc is not None:
@@ -466,6 +471,8 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
             return [REQUEST_PART]
         return found
     if role is None:
+        from stream_pairer.core.formats import families  # noqa: PLC0415 - see LAZY
+
         claimed = None if prefix else families.claim(m, _message, _dispatch)
         if claimed is None:
             raise FormatError("unknown_shape", _unknown_detail(m, prefix))

@@ -36,7 +36,6 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.core.formats import openinference
 from stream_pairer.core.formats.common import (
     CALL,
     MARK_SCOPE,
@@ -217,6 +216,8 @@ def span_parts(attrs: dict[str, Any], span: Span, block: dict[str, Any]) -> list
         parts.append((RESULT, call_id, name, result, failed, block, FORMAT))
         return parts
     if "openinference.span.kind" in attrs:
+        from stream_pairer.core.formats import openinference  # noqa: PLC0415 - its spans only
+
         return openinference.parts(attrs, span.failed, (conv, start, end), block)
     found = _messages(attrs, block)
     found += _indexed(attrs, block)
