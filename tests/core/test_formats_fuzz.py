@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from stream_pairer.core.formats import FORMATS, FormatConfig, parse_record
 from stream_pairer.core.model import CALL, RESULT, FormatError, ToolEvent, format_ts
-from tests.core.formats_helpers import DEAD_LETTER_REASONS, SAMPLES
+from tests.core.formats_helpers import DEAD_LETTER_REASONS, SAMPLES, family_records
 
 REASONS = DEAD_LETTER_REASONS
 SRC = {"file": "fuzz.jsonl", "line": 1}
@@ -152,24 +152,10 @@ def test_arbitrary_values_inside_every_wrapper(value: Any) -> None:
 
 
 def _sample_records() -> list[Any]:
-    return (
-        [
-            orjson.loads(line)
-            for p in sorted([*SAMPLES.glob("*.jsonl"), *SAMPLES.glob("families/*.jsonl")])
-            for line in p.read_bytes().splitlines()
-            if not line.startswith((b"-->", b"<--"))  # the MCP transcript's direction prefixes
-        ]
-        + [  # the agent families' whole documents, item by item as the file reader feeds them
-            item
-            for name in (
-                "openhands_trajectory.json",
-                "smolagents_steps.json",
-                "nock_anthropic_recording.json",
-            )
-            for item in orjson.loads((SAMPLES / "families" / name).read_bytes())
-        ]
-        + [orjson.loads((SAMPLES / "families" / "atif_trajectory.json").read_bytes())]
-    )
+    records = [
+        orjson.loads(line) for p in sorted(SAMPLES.glob("*.jsonl")) for line in p.read_bytes().splitlines()
+    ]
+    return records + [orjson.loads(r) for r in family_records() if r.startswith(b"{")]
 
 
 SAMPLE_RECORDS = _sample_records()

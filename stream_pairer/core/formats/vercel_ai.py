@@ -66,8 +66,9 @@ def ui_parts(items: list[Any], prefix: str) -> list[Part]:
         name = as_name(name, prefix, i, "toolName", True)
         args = p["input"] if "input" in p else p.get("args")
         out.append((CALL, call_id, name, args, None, p, FORMAT))
-        if p.get("state") in _DONE:
-            failed = p.get("state") == "output-error"
+        state = p.get("state")
+        if type(state) is str and state in _DONE:
+            failed = state == "output-error"
             output = p.get("errorText") if failed else p.get("output", p.get("result"))
             out.append((RESULT, call_id, name, output, failed, p, FORMAT))
     return out
