@@ -99,3 +99,17 @@ def test_adk_partial_events_are_not_read() -> None:
 def test_langchain_tool_message_status_error_is_an_error_result() -> None:
     [res] = parse({"type": "tool", "tool_call_id": "call_1", "content": "boom", "status": "error"})
     assert (res.type, res.id, res.is_error, res.format) == (RESULT, "call_1", True, "langchain")
+
+
+def test_an_openhands_events_api_page_is_read_event_by_event() -> None:
+    page = {
+        "events": [
+            {"id": 4, "timestamp": "2025-06-02T09:14:05Z", "source": "agent", "action": "run", "args": {}},
+            {"id": 5, "source": "agent", "cause": 4, "observation": "run", "content": "a.py"},
+            {"id": 6, "source": "agent", "action": "message", "args": {"content": "done"}},
+        ],
+        "has_more": False,
+    }
+    events = parse(page)
+    assert [(e.type, e.id, e.name) for e in events] == [(CALL, "4", "run"), (RESULT, "4", None)]
+    assert events[0].ts_ms == 1748855645000.0 and events[1].ts_ms is None  # each event's own time

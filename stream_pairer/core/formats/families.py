@@ -48,6 +48,9 @@ def claim(d: dict[str, Any], message: wire.MessageParser, dispatch: wire.Dispatc
     None: nobody claims it."""
     if ("action" in d or "observation" in d) and openhands.claims(d):
         return openhands.parse(d)
+    events = d.get("events")
+    if type(events) is list and events and type(events[0]) is dict and openhands.claims(events[0]):
+        return openhands.parse_page(events)  # a page of the OpenHands `/events` API
     kind = d.get("kind")
     if type(kind) is str and "source" in d and "id" in d:
         return openhands.parse_v1(d, kind)

@@ -24,7 +24,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from stream_pairer.core.formats.common import CALL, REQUEST_PART, RESULT, Part, as_id, as_name
+from stream_pairer.core.formats.common import (
+    CALL,
+    MARK_SCOPE,
+    REQUEST_PART,
+    RESULT,
+    Part,
+    as_id,
+    as_name,
+    mark,
+    parse_ts,
+    wrong_type,
+)
 
 FORMAT: Final = "openhands"
 # V0 action types that are not tool runs (their observations are not tool results either).
@@ -75,6 +86,20 @@ def parse(d: dict[str, Any]) -> list[Part]:
     )
     name = meta.get("function_name")
     return [(RESULT, result_id, name if type(name) is str else None, d.get("content"), failed, d, FORMAT)]
+
+
+def parse_page(events: list[Any]) -> list[Part]:
+    """A page of the V0 `/events` API (`{events: [...], has_more}`): its events, in order."""
+    out: list[Part] = []
+    for i, ev in enumerate(events):
+        if type(ev) is not dict:
+            raise wrong_type(ev, "events", i, None, "an event object")
+        found = parse(ev)
+        if found:
+            ts = ev.get("timestamp")
+            out.append(mark(MARK_SCOPE, None, parse_ts(ts, f"events[{i}].", "timestamp") if ts else None))
+            out += found
+    return out
 
 
 def parse_v1(d: dict[str, Any], kind: str) -> list[Part]:
