@@ -113,3 +113,41 @@ def test_an_openhands_events_api_page_is_read_event_by_event() -> None:
     events = parse(page)
     assert [(e.type, e.id, e.name) for e in events] == [(CALL, "4", "run"), (RESULT, "4", None)]
     assert events[0].ts_ms == 1748855645000.0 and events[1].ts_ms is None  # each event's own time
+
+
+def test_phoenix_span_json_with_nested_attributes_reads_like_flat_ones() -> None:
+    """Phoenix's span JSON nests the attribute tree (`attributes.llm.output_messages[].message`)."""
+    span = {
+        "name": "ChatCompletion",
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "startTime": "2025-05-20T10:08:20Z",
+        "attributes": {
+            "openinference": {"span": {"kind": "LLM"}},
+            "session": {"id": "sess-1"},
+            "llm": {
+                "input_messages": [
+                    {"message": {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}},
+                ],
+                "output_messages": [
+                    {
+                        "message": {
+                            "role": "assistant",
+                            "tool_calls": [
+                                {
+                                    "tool_call": {
+                                        "id": "call_b",
+                                        "function": {"name": "book", "arguments": "{}"},
+                                    }
+                                }
+                            ],
+                        }
+                    }
+                ],
+            },
+        },
+    }
+    found = parse(span)
+    assert [(e.type, e.id, e.name, e.format, e.conversation_id) for e in found] == [
+        (RESULT, "call_a", None, "openinference", "sess-1"),
+        (CALL, "call_b", "book", "openinference", "sess-1"),
+    ]
