@@ -27,6 +27,12 @@ after a separator (`resp_8f2_call_0` ends with `_call_0`). The copy is counted a
 and results that name the rewritten id are given the id of the call they answer (their `raw`
 keeps the id as written): one call, one output record. The response's id is then free again, so
 the next response's `call_0` is a new call, as it is.
+
+Ids reused and kept. Where the client sends `call_0` back as it is, every response's call has
+the same id: a call under an id already read is a new call when that id's earlier call was
+answered and the tool name or arguments differ, and from then on a result under the id is a new
+one when its content differs from every earlier result under it (a copy repeats its content).
+Anything else under a known id stays a copy, as before.
 """
 
 from __future__ import annotations
@@ -36,14 +42,21 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.core.model import CALL, ToolEvent
+from stream_pairer.core.model import CALL, RESULT, ToolEvent
 
 # The defaults of FormatConfig.max_history_ids / max_history_conversations (the options
 # --max-history-ids / --max-history-conversations): both the run and its audit build their
 # HistoryDedup from the same format configuration, so they forget the same ids.
 DEFAULT_MAX_IDS_PER_CONVERSATION: Final = 10_000
 DEFAULT_MAX_CONVERSATIONS: Final = 10_000
+_Seen = dict[tuple[str, str], "int | set[int]"]
 _NONE: Final = object()  # `_copy_of` found no earlier call (None is an id-less call)
+
+
+def _hash(ev: ToolEvent) -> int:
+    """What a copy repeats: a call's tool name and arguments, a result's content."""
+    name, args = _signature(ev)
+    return hash((name, args) if ev.type == CALL else args)
 
 
 def _signature(ev: ToolEvent) -> tuple[str | None, bytes]:
@@ -67,8 +80,10 @@ class HistoryDedup:
             raise ValueError("history dedup limits must be >= 1")
         self.max_ids = max_ids_per_conversation
         self.max_conversations = max_conversations
-        # conversation -> {(type, id): None}, both insertion-ordered (oldest first).
-        self._convs: OrderedDict[str, dict[tuple[str, str], None]] = OrderedDict()
+        # conversation -> {(type, id): what was read under it}, both insertion-ordered (oldest
+        # first): the hash of a call's tool name and arguments, or of a result's content; a set of
+        # them once the id was reused (see `_reused`).
+        self._convs: OrderedDict[str, _Seen] = OrderedDict()
         # conversation -> {(tool name, arguments): [ids of calls not seen again under their id]}
         self._lone: dict[str, dict[tuple[str | None, bytes], list[str | None]]] = {}
         # conversation -> {rewritten id: id of the call it is a copy of (None: an id-less call)}
@@ -96,7 +111,10 @@ class HistoryDedup:
         else:
             self._convs.move_to_end(conv)
         key = (ev.type, ev.id)
-        if key in seen:
+        known = seen.get(key)
+        if known is not None:
+            if self._reused_id(seen, key, known, ev):
+                return True
             self.copies += 1
             if ev.type == CALL:
                 self._forget_lone(conv, ev)
@@ -104,7 +122,7 @@ class HistoryDedup:
         if len(seen) >= self.max_ids:
             del seen[next(iter(seen))]
             self.forgotten += 1
-        seen[key] = None
+        seen[key] = _hash(ev)
         if ev.type == CALL:
             original = self._copy_of(conv, ev)
             if original is not _NONE:
@@ -121,6 +139,29 @@ class HistoryDedup:
             rewritten = self._aliases.get(conv)
             if rewritten is not None and ev.id in rewritten:
                 ev.id = rewritten[ev.id]
+        return True
+
+    @staticmethod
+    def _reused_id(seen: _Seen, key: tuple[str, str], known: int | set[int], ev: ToolEvent) -> bool:
+        """Whether `ev`, under an id already read, is a new event rather than a copy: the server
+        scoped its ids to one response (`call_0` in every response) and the client kept them. A
+        call is new when its id's earlier call was answered and its name or arguments differ;
+        a result under such a reused id is new when its content differs from every earlier one
+        (a copy repeats its content). Anything else under a known id stays a copy."""
+        if ev.type != CALL and type(known) is not set:
+            return False  # no call under this id was reused: a result copy (no hashing needed)
+        answered = seen.get((RESULT, key[1])) if ev.type == CALL else None
+        if ev.type == CALL and answered is None:
+            return False  # the first call is still open: a copy
+        h = _hash(ev)
+        if known == h or (type(known) is set and h in known):
+            return False
+        if isinstance(known, set):
+            known.add(h)
+        else:
+            seen[key] = {known, h}
+        if answered is not None and not isinstance(answered, set):
+            seen[(RESULT, key[1])] = {answered}  # the id is reused: its results are told by content
         return True
 
     def _remember_lone(self, conv: str, ev: ToolEvent, call_id: str | None) -> None:

@@ -230,3 +230,22 @@ def test_cohere_v2_beside_v1_pairs_by_its_id(tmp_path: Path) -> None:
     assert [(p["match"], p["call"]["id"], p["tool"]) for p in v2] == [
         ("id", "get_weather_k3x9f2m1abcd", "get_weather")
     ]
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_ids_reused_by_every_response_and_kept_by_the_client(tmp_path: Path, engine: str) -> None:
+    """A local server writes `call_0` in every response and the client sends it back as it is:
+    each response's call is its own call (a new name or arguments under an answered id), each
+    result its own result (new content under the reused id), and the re-sent history is copies."""
+    res = run(tmp_path, FAMILIES / "wire_reused_ids.jsonl", extra=("--engine", engine))
+    assert res["dead_letter"] == []
+    got = sorted(
+        (p["tool"], p["call"]["arguments"], p["result"]["content"], p["match"]) for p in res["pairs"]
+    )
+    assert got == [
+        ("get_time", {"tz": "Europe/Paris"}, "14:05", "id"),
+        ("get_weather", {"city": "Paris"}, "18 C, cloudy", "id"),
+    ]
+    [unanswered] = res["orphans"]  # the third response's call_0: never answered
+    assert (unanswered["kind"], unanswered["event"]["id"]) == ("orphan_call", "call_0")
+    assert unanswered["event"]["arguments"] == {"tz": "Asia/Tokyo"}

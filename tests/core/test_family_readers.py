@@ -151,3 +151,16 @@ def test_phoenix_span_json_with_nested_attributes_reads_like_flat_ones() -> None
         (RESULT, "call_a", None, "openinference", "sess-1"),
         (CALL, "call_b", "book", "openinference", "sess-1"),
     ]
+
+
+def test_a_reused_id_is_a_new_call_only_once_its_first_call_was_answered() -> None:
+    d = HistoryDedup()
+    assert d.admit(ev(CALL, "call_0"))
+    assert not d.admit(ev(CALL, "call_0", args={"q": 2}))  # first call still open: a copy
+    first = ev(RESULT, "call_0", args="one")
+    assert d.admit(first)
+    assert d.admit(ev(CALL, "call_0", args={"q": 3}))  # answered id, other arguments: a new call
+    assert not d.admit(ev(RESULT, "call_0", args="one"))  # the first result's copy
+    assert d.admit(ev(RESULT, "call_0", args="three"))  # the new call's result
+    assert not d.admit(ev(CALL, "call_0"))  # copies of either call
+    assert not d.admit(ev(CALL, "call_0", args={"q": 3}))
