@@ -28,9 +28,10 @@ pub fn parse(
         || has(b"resourceSpans")
         || has(b"resourceLogs")
         || (has(b"sessionId") && has(b"projectHash"))
+        || has(b"step_number")
     {
         // a message that is not an object, a wire exchange (or a timestamp read from
-        // `request`), an OTLP export, a gemini-cli session header
+        // `request`), an OTLP export, a gemini-cli session header, a smolagents step
         return Err("other_format");
     }
     let is_ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');

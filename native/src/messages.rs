@@ -207,6 +207,13 @@ pub fn message<'a>(
         if get(mm, b"function").is_some() || get(mm, b"error").is_some() {
             return Err("other_format"); // Inspect AI's tool message: name and outcome read in Python
         }
+        if present(mm, b, b"tool_call_id").is_none()
+            && (get(mm, b"tool_call_ids").is_some()
+                || get(mm, b"content").is_some_and(|c| b[c.start] == b'['))
+        {
+            // SWE-agent's list of ids, the Vercel AI SDK's `tool-result` parts: read in Python
+            return Err("other_format");
+        }
         return Ok(vec![Part {
             is_call: false,
             id: as_id(scalar(b, get(mm, b"tool_call_id")))?,

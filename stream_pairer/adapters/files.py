@@ -37,7 +37,7 @@ from typing import IO, Any, Final
 
 import orjson
 
-from stream_pairer.adapters import bounded_json
+from stream_pairer.adapters import bounded_json, cassettes
 from stream_pairer.adapters.sinks import Closing
 from stream_pairer.adapters.walk import Walk, display_name, probe, read_ahead
 from stream_pairer.core.vocab import DeadLetterReason, Record, RecordKind
@@ -235,6 +235,9 @@ class FileRecords:
                 head = self._head or head
                 body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a Windows editor's BOM
                 yield from self._document(_Chained(body, stream, self.max_bytes or DOCUMENT_REST_LIMIT))
+            elif cassettes.is_cassette(head):
+                self.kind = "document"
+                yield from self._cassette(head, stream)
             else:
                 for lineno, raw in split_lines(stream, self._head or head, self.max_bytes):
                     yield {"file": self.label, "line": lineno}, raw, self._key(None)
@@ -243,6 +246,16 @@ class FileRecords:
         finally:
             if self.name != "-":
                 stream.close()
+
+    def _cassette(self, head: bytes, stream: IO[bytes]) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+        """A VCR.py cassette (adapters/cassettes.py): one record per interaction; a cassette that
+        cannot be read is one dead letter with its first bytes."""
+        try:
+            for i, item in cassettes.interactions(head, stream):
+                yield self._item(i + 1, f"interactions[{i}]", item, None)
+        except ValueError as err:
+            source: Source = {"file": self.label, "line": 1, "item": "(cassette)"}
+            yield source, Oversize(len(head), head[:OVERSIZE_HEAD], "invalid_json", str(err)), self._key(None)
 
     def _key(self, doc_key: str | None) -> str:
         return self.forced or self.session or doc_key or self.label

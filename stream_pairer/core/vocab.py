@@ -141,6 +141,16 @@ class Format(StrEnum):
     GEMINI_CLI = "gemini_cli"
     WIRE = "wire"
     OTEL = "otel"
+    OPENINFERENCE = "openinference"
+    OPENHANDS = "openhands"
+    LANGCHAIN = "langchain"
+    AUTOGEN = "autogen"
+    ADK = "adk"
+    VERCEL_AI = "vercel_ai"
+    COHERE = "cohere"
+    ATIF = "atif"
+    SMOLAGENTS = "smolagents"
+    CREWAI = "crewai"
     # made by a --map jq program (core/mapping.py)
     MAPPED = "mapped"
     # found inside a record no reader claims (formats/discover.py): a labelled guess

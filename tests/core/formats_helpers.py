@@ -11,6 +11,25 @@ from stream_pairer.core.model import ToolEvent
 SAMPLES = Path(__file__).parents[1] / "samples"
 
 
+FAMILY_DOCUMENTS = ("openhands_trajectory.json", "smolagents_steps.json", "nock_anthropic_recording.json")
+
+
+def family_records() -> list[bytes]:
+    """The records of the agent-family samples (tests/samples/families), as the file reader feeds
+    them: every JSONL line (the MCP transcript's direction prefixes included), the items of the
+    JSON array documents, the ATIF trajectory whole."""
+    import orjson  # noqa: PLC0415
+
+    fam = SAMPLES / "families"
+    out = [line for p in sorted(fam.glob("*.jsonl")) for line in p.read_bytes().splitlines() if line.strip()]
+    out += [line for line in (fam / "mcp_stdio_transcript.log").read_bytes().splitlines() if line.strip()]
+    out += [
+        orjson.dumps(item) for name in FAMILY_DOCUMENTS for item in orjson.loads((fam / name).read_bytes())
+    ]
+    out.append(orjson.dumps(orjson.loads((fam / "atif_trajectory.json").read_bytes())))
+    return out
+
+
 def sample_lines(name: str) -> list[bytes]:
     return (SAMPLES / name).read_bytes().splitlines()
 

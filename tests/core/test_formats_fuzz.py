@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from stream_pairer.core.formats import FORMATS, FormatConfig, parse_record
 from stream_pairer.core.model import CALL, RESULT, FormatError, ToolEvent, format_ts
-from tests.core.formats_helpers import DEAD_LETTER_REASONS, SAMPLES
+from tests.core.formats_helpers import DEAD_LETTER_REASONS, SAMPLES, family_records
 
 REASONS = DEAD_LETTER_REASONS
 SRC = {"file": "fuzz.jsonl", "line": 1}
@@ -152,9 +152,10 @@ def test_arbitrary_values_inside_every_wrapper(value: Any) -> None:
 
 
 def _sample_records() -> list[Any]:
-    return [
+    records = [
         orjson.loads(line) for p in sorted(SAMPLES.glob("*.jsonl")) for line in p.read_bytes().splitlines()
     ]
+    return records + [orjson.loads(r) for r in family_records() if r.startswith(b"{")]
 
 
 SAMPLE_RECORDS = _sample_records()

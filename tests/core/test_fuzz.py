@@ -47,6 +47,7 @@ from stream_pairer.core.model import FormatError
 from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.core.toolschemas import ToolSchemaError, ToolSchemaRegistry
+from tests.core.formats_helpers import family_records
 
 SAMPLES = Path(__file__).parents[1] / "samples"
 SCHEMA_FILE = Path(__file__).parents[2] / "stream_pairer" / "schemas" / "dead_letter.schema.json"
@@ -95,7 +96,7 @@ def load_seeds() -> list[bytes]:
         if line.strip()
     ]
     assert len(seeds) >= 50, f"expected the sample files in {SAMPLES}"
-    return seeds
+    return seeds + [r for r in family_records() if r.startswith(b"{")]  # JSON: mutated as such
 
 
 SEEDS = load_seeds()

@@ -20,7 +20,9 @@ from tests.stream.test_partition_engines import Recorder
 pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLES = sorted((REPO / "tests" / "samples").glob("*.jsonl"))
+SAMPLES = sorted((REPO / "tests" / "samples").glob("*.jsonl")) + sorted(
+    (REPO / "tests" / "samples" / "families").glob("*.jsonl")  # the agent families (issue 24)
+)
 T0 = 1_750_000_000_000
 
 

@@ -35,12 +35,16 @@ from stream_pairer.core.formats import (
     anthropic,
     canonical,
     codex,
+    cohere,
     discover,
     gemini,
     gemini_cli,
     mcp,
     openai,
     otel,
+    otlp_proto,
+    smolagents,
+    vercel_ai,
     wire,
 )
 from stream_pairer.core.formats.common import (
@@ -81,7 +85,9 @@ FORMATS: Final = tuple(f.value for f in Format)
 # chat span repeats its input messages): their events are counted once per id by the pipeline's
 # `HistoryDedup`, a repeated copy is not a new event. Discovered shapes are counted the same way:
 # what is found inside unnamed records (request logs, span dumps) repeats history just as often.
-RESENT_FORMATS: Final = frozenset({Format.WIRE.value, Format.OTEL.value, Format.DISCOVERED.value})
+RESENT_FORMATS: Final = frozenset(
+    {Format.WIRE.value, Format.OTEL.value, Format.OPENINFERENCE.value, Format.DISCOVERED.value}
+)
 
 # Claude Code session lines (and `claude -p --output-format stream-json` lines) that are not
 # conversation turns: they are known, and carry no tool event.
@@ -89,6 +95,8 @@ CLAUDE_CODE_QUIET: Final = frozenset(
     {"summary", "system", "file-history-snapshot", "queue-operation", "progress", "result"}
 )
 _BOM: Final = b"\xef\xbb\xbf"
+# LAZY: the agent-family readers (families.py) are imported where a record first reaches one, so
+# a process that reads only the high-volume formats never loads them (~8 ms of start-up).
 # Server-sent events of a streamed Anthropic response: fragments of a message, not records; they
 # are dead-lettered with a hint rather than skipped as an unknown type (a call would vanish).
 ANTHROPIC_STREAM_EVENTS: Final = frozenset(
@@ -307,6 +315,12 @@ def _retry_without_bom(raw: bytes, err: orjson.JSONDecodeError) -> Any:
             return orjson.loads(raw[3:])
         except orjson.JSONDecodeError as retry_err:
             err = retry_err
+    prefixed = _after_direction_prefix(raw)
+    if prefixed is not None:
+        return prefixed
+    spans = otlp_proto.decode(raw)  # the Collector's Kafka exporter, `otlp_proto` encoding
+    if spans is not None:
+        return spans
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as uerr:
@@ -319,6 +333,20 @@ def _retry_without_bom(raw: bytes, err: orjson.JSONDecodeError) -> Any:
     if "depth limit" in str(err):
         raise FormatError("too_large", f"the record nests too deeply to be read: {err}") from None
     raise FormatError("invalid_json", f"the record is not valid JSON: {err}") from None
+
+
+def _after_direction_prefix(raw: bytes) -> Any:
+    """An MCP stdio transcript line: a direction (`-->`, `<-`, `[client->server]`, `SEND`, a time)
+    before the JSON-RPC message. Tried only once the line failed to decode, so clean records pay
+    nothing; only a JSON-RPC object is taken, anything else stays invalid_json."""
+    at = raw.find(b"{", 0, 120)
+    if at <= 0 or b'"' in raw[:at]:
+        return None
+    try:
+        value = orjson.loads(raw[at:])
+    except orjson.JSONDecodeError:
+        return None
+    return value if type(value) is dict and "jsonrpc" in value else None
 
 
 def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
@@ -351,6 +379,11 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
                 return gemini_cli.parse(d, t)
         if t in openai.RESPONSES_QUIET_ITEMS:
             return []
+        from stream_pairer.core.formats import families  # noqa: PLC0415 - see LAZY
+
+        family = families.TYPED.get(t)
+        if family is not None:
+            return family(d, t)
     if "jsonrpc" in d:
         return mcp.parse(d, prefix)
     if top:
@@ -396,17 +429,30 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
     tool result starts a request (a REQUEST marker: the loop caps count from it)."""
     if "parts" in m:
         found = gemini.parts(m, prefix)
-        if not found and m.get("role") == "user":
-            return [REQUEST_PART]
+        if not found:
+            items = m["parts"]
+            if type(items) is list and vercel_ai.is_ui(items):  # Vercel AI SDK UI message
+                return vercel_ai.ui_parts(items, f"{prefix}parts")
+            if m.get("role") == "user":
+                return [REQUEST_PART]
         return found
     tool_calls = m.get("tool_calls")
     if tool_calls is not None:
-        return openai.chat_calls(tool_calls, prefix)
+        if "step_number" in m and not prefix:  # a smolagents step: its calls and their outcome
+            return smolagents.parse(m)
+        from stream_pairer.core.formats import families  # noqa: PLC0415 - see LAZY
+
+        return families.tool_calls(m, tool_calls, prefix)
     fc = m.get("function_call")
     if fc is not None:
         return openai.legacy_call(m, fc, prefix)
     role = m.get("role")
     if role == "tool":
+        content = m.get("content")
+        if type(content) is list and "tool_call_id" not in m:
+            found = anthropic.blocks(content, f"{prefix}content", "anthropic")  # Vercel AI SDK
+            if found:
+                return found
         return openai.chat_result(m, prefix)
     if role == "function":
         return openai.legacy_result(m, prefix)
@@ -417,15 +463,27 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
             return [REQUEST_PART]
         return found
     if role is None:
-        raise FormatError("unknown_shape", _unknown_detail(m, prefix))
+        from stream_pairer.core.formats import families  # noqa: PLC0415 - see LAZY
+
+        claimed = None if prefix else families.claim(m, _message, _dispatch)
+        if claimed is None:
+            raise FormatError("unknown_shape", _unknown_detail(m, prefix))
+        return claimed
     if content is None:
+        if type(role) is str and role in cohere.V1_ROLES:
+            return cohere.turn(m, role, prefix)  # Cohere v1 chat history
         if "content" not in m:
             # A message with a role and no content at all: a misspelled field (`contents`,
             # `text`) must not vanish as a plain turn would.
             raise missing(prefix, None, "content", _content_hint(m))
         return []
     if type(content) is str:
-        return [REQUEST_PART] if role == "user" else []  # a plain text turn
+        if role == "user":
+            return [REQUEST_PART]
+        invocations = m.get("toolInvocations")  # a Vercel AI SDK v4 UI message
+        return (
+            vercel_ai.ui_parts(invocations, f"{prefix}toolInvocations") if type(invocations) is list else []
+        )
     raise wrong_type(content, prefix, None, "content", "a string or an array of content blocks")
 
 

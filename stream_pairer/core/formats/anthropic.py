@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from stream_pairer.core.formats import bedrock
+from stream_pairer.core.formats import bedrock, vercel_ai
 from stream_pairer.core.formats.common import CALL, RESULT, Part, as_flag, as_id, as_name, wrong_type
 
 CALL_TYPES: Final = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
@@ -44,6 +44,8 @@ def blocks(content: list[Any], prefix: str, fmt: str) -> list[Part]:
                     fmt,
                 )
             )
+        elif bt in vercel_ai.PART_TYPES:
+            out.append(vercel_ai.model_part(b, bt, prefix, i))
         elif bt == "tool_result" or bt.endswith("_tool_result"):
             content_value = b.get("content")
             is_error = as_flag(b.get("is_error"), prefix, i, "is_error")

@@ -61,6 +61,7 @@ __all__ = [
     "as_flag",
     "as_id",
     "as_name",
+    "call_list",
     "conversation_id",
     "decode_arguments",
     "json_type",
@@ -357,3 +358,24 @@ def _str_to_ms(s: str) -> float | None:
 
 def _clip(s: str, n: int = 80) -> str:
     return s if len(s) <= n else s[:n] + "..."
+
+
+def call_list(calls: Any, prefix: str, field: str, keys: tuple[str, str, str], fmt: str) -> list[Part]:
+    """The calls of an array of call objects `{id, name, arguments}` named by `keys` (the
+    frameworks spell them each their own way: LangChain `id/name/args`, ATIF
+    `tool_call_id/function_name/arguments`, AutoGen `id/name/arguments`); `field` is the array's
+    member in the record, for error paths. Arguments given as a JSON text are decoded."""
+    if calls is None:
+        return []
+    if type(calls) is not list:
+        raise wrong_type(calls, prefix, None, field, "an array")
+    path = f"{prefix}{field}"
+    id_key, name_key, args_key = keys
+    out: list[Part] = []
+    for i, c in enumerate(calls):
+        if type(c) is not dict:
+            raise wrong_type(c, path, i, None, "a tool call object")
+        call_id = as_id(c.get(id_key), path, i, id_key)
+        name = as_name(c.get(name_key), path, i, name_key, True)
+        out.append((CALL, call_id, name, decode_arguments(c.get(args_key)), None, c, fmt))
+    return out

@@ -104,17 +104,20 @@ def chat_result(m: dict[str, Any], prefix: str) -> list[Part]:
     if name is None and "function" in m:
         name, name_field = m.get("function"), "function"
     error = m.get("error")
-    return [
-        (
-            RESULT,
-            as_id(m.get("tool_call_id"), prefix, None, "tool_call_id"),
-            as_name(name, prefix, None, name_field, False),
-            m.get("content"),
-            True if error is not None and error is not False else None,
-            m,
-            "openai_chat",
-        )
-    ]
+    tool_name = as_name(name, prefix, None, name_field, False)
+    is_error = True if error is not None and error is not False else None
+    call_id = as_id(m.get("tool_call_id"), prefix, None, "tool_call_id")
+    if call_id is None and "tool_call_ids" in m:
+        # SWE-agent's history: one observation answers the ids of the action's calls, in a
+        # list. Each id gets its result (the same output): never a FIFO pair when ids are there.
+        ids = m["tool_call_ids"]
+        if type(ids) is not list:
+            raise wrong_type(ids, prefix, None, "tool_call_ids", "an array of ids")
+        found = [as_id(x, prefix, None, f"tool_call_ids[{i}]") for i, x in enumerate(ids)]
+        kept = [x for x in found if x is not None]
+        if kept:
+            return [(RESULT, x, tool_name, m.get("content"), is_error, m, "openai_chat") for x in kept]
+    return [(RESULT, call_id, tool_name, m.get("content"), is_error, m, "openai_chat")]
 
 
 def legacy_call(m: dict[str, Any], fc: object, prefix: str) -> list[Part]:

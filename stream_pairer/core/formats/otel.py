@@ -31,6 +31,7 @@ with a user message that holds no tool result (or at a `gen_ai.user.message` eve
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -118,7 +119,7 @@ def attributes(items: Any) -> dict[str, Any]:
     return out
 
 
-def _nanos_ms(v: Any) -> float | None:
+def nanos_ms(v: Any) -> float | None:
     try:
         n = int(v)
     except (TypeError, ValueError):
@@ -126,17 +127,19 @@ def _nanos_ms(v: Any) -> float | None:
     return n / 1_000_000 if n > 0 else None
 
 
-def _conversation(attrs: dict[str, Any], owner: dict[str, Any]) -> str | None:
+def conversation(attrs: dict[str, Any], trace: Any) -> str | None:
+    """`gen_ai.conversation.id`, else OpenInference's `session.id`, else the trace id."""
     conv = attrs.get("gen_ai.conversation.id")
+    if conv is None:
+        conv = attrs.get("session.id")  # OpenInference's session
     if type(conv) is str and conv.strip():
         return conv.strip()
     if type(conv) is int:
         return str(conv)
-    trace = owner.get("traceId")
     return trace.strip() if type(trace) is str and trace.strip() else None
 
 
-def _json(v: Any) -> Any:
+def as_json(v: Any) -> Any:
     if type(v) is str and v[:1] in ("[", "{"):
         try:
             return orjson.loads(v)
@@ -147,40 +150,79 @@ def _json(v: Any) -> Any:
 
 def _span(span: dict[str, Any]) -> list[Part]:
     attrs = attributes(span.get("attributes"))
-    conv = _conversation(attrs, span)
-    start = _nanos_ms(span.get("startTimeUnixNano"))
-    end = _nanos_ms(span.get("endTimeUnixNano"))
+    status = span.get("status")
+    code = status.get("code") if type(status) is dict else None
+    message = status.get("message") if type(status) is dict else None
+    events = [
+        (ev.get("name"), attributes(ev.get("attributes")))
+        for ev in _list(span.get("events"), "events")
+        if type(ev) is dict
+    ]
+    return span_parts(
+        attrs,
+        Span(
+            span.get("name"),
+            code in (2, "STATUS_CODE_ERROR"),  # a tuple: code may be unhashable
+            message,
+            conversation(attrs, span.get("traceId")),
+            nanos_ms(span.get("startTimeUnixNano")),
+            nanos_ms(span.get("endTimeUnixNano")),
+            events,
+        ),
+        span,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """What `span_parts` needs of a span besides its attributes, whatever wrote it (an OTLP
+    export here, an SDK exporter's JSON in spans.py): its name, whether its status is ERROR and
+    its status message, its conversation, start and end (epoch ms), and its events as
+    (name, attributes) pairs."""
+
+    name: Any
+    failed: bool
+    status_message: Any
+    conversation: str | None
+    start: float | None
+    end: float | None
+    events: list[tuple[Any, dict[str, Any]]]
+
+
+def span_parts(attrs: dict[str, Any], span: Span, block: dict[str, Any]) -> list[Part]:
+    """The tool events of one span with plain (decoded, flat) attributes; `block` is the span
+    as read (the raw of its events)."""
     parts: list[Part] = []
+    conv, start, end = span.conversation, span.start, span.end
     if attrs.get("gen_ai.operation.name") == "execute_tool":
         call_id = as_id(attrs.get("gen_ai.tool.call.id"), "", None, "gen_ai.tool.call.id")
         name = attrs.get("gen_ai.tool.name")
         if type(name) is not str or not name.strip():
-            span_name = span.get("name")
+            span_name = span.name
             name = span_name[len("execute_tool ") :] if type(span_name) is str else None
         name = name.strip() if type(name) is str and name.strip() else "unknown"
         args = decode_arguments(attrs.get("gen_ai.tool.call.arguments"))
-        status = span.get("status")
-        code = status.get("code") if type(status) is dict else None
-        failed = (
-            code in (2, "STATUS_CODE_ERROR") or attrs.get("error.type") is not None
-        )  # a tuple: code may be unhashable
-        result = _json(attrs.get("gen_ai.tool.call.result"))
+        failed = span.failed or attrs.get("error.type") is not None
+        result = as_json(attrs.get("gen_ai.tool.call.result"))
         if "gen_ai.tool.call.result" not in attrs:
             # Content capture is opt-in in the conventions: most spans carry no result. The span
             # ended, so the tool ran; its status says how. An absent payload must not read as an
             # empty result (the tagger would call every such call a result_interpretation failure).
-            message = status.get("message") if type(status) is dict else None
+            message = span.status_message
             result = message if failed and message else NOT_RECORDED
         parts.append(mark(MARK_SCOPE, conv, start))
-        parts.append((CALL, call_id, name, args, None, span, FORMAT))
+        parts.append((CALL, call_id, name, args, None, block, FORMAT))
         parts.append(mark(MARK_SCOPE, conv, end if end is not None else start))
-        parts.append((RESULT, call_id, name, result, failed, span, FORMAT))
+        parts.append((RESULT, call_id, name, result, failed, block, FORMAT))
         return parts
-    found = _messages(attrs, span)
-    found += _indexed(attrs, span)
-    for ev in _list(span.get("events"), "events"):
-        if type(ev) is dict:
-            found += _event(ev.get("name"), attributes(ev.get("attributes")), span)
+    if "openinference.span.kind" in attrs:
+        from stream_pairer.core.formats import openinference  # noqa: PLC0415 - its spans only
+
+        return openinference.parts(attrs, span.failed, (conv, start, end), block)
+    found = _messages(attrs, block)
+    found += _indexed(attrs, block)
+    for ev_name, ev_attrs in span.events:
+        found += _event(ev_name, ev_attrs, block)
     if not found:
         return []
     return [mark(MARK_SCOPE, conv, start), *found]
@@ -197,14 +239,14 @@ def _log(lr: dict[str, Any]) -> list[Part]:
             found = _messages(body, lr)
     if not found:
         return []
-    ts = _nanos_ms(lr.get("timeUnixNano")) or _nanos_ms(lr.get("observedTimeUnixNano"))
-    return [mark(MARK_SCOPE, _conversation(attrs, lr), ts), *found]
+    ts = nanos_ms(lr.get("timeUnixNano")) or nanos_ms(lr.get("observedTimeUnixNano"))
+    return [mark(MARK_SCOPE, conversation(attrs, lr.get("traceId")), ts), *found]
 
 
 def _messages(attrs: dict[str, Any], owner: dict[str, Any]) -> list[Part]:
     """Parts of the semantic-convention message attributes (input history, then output)."""
     out: list[Part] = []
-    inp = _json(attrs.get("gen_ai.input.messages"))
+    inp = as_json(attrs.get("gen_ai.input.messages"))
     if type(inp) is list:
         for m in inp:
             if type(m) is dict:
@@ -212,7 +254,7 @@ def _messages(attrs: dict[str, Any], owner: dict[str, Any]) -> list[Part]:
         last = inp[-1] if inp else None
         if type(last) is dict and last.get("role") == "user" and not _has_response(last):
             out.append(REQUEST_PART)
-    outp = _json(attrs.get("gen_ai.output.messages"))
+    outp = as_json(attrs.get("gen_ai.output.messages"))
     if type(outp) is list:
         for m in outp:
             if type(m) is dict:
@@ -242,7 +284,7 @@ def _semconv_message(m: dict[str, Any], owner: dict[str, Any], *, history: bool)
             if type(name) is str and name.strip():
                 out.append((CALL, pid, name.strip(), decode_arguments(p.get("arguments")), None, p, FORMAT))
         elif pt == "tool_call_response":
-            out.append((RESULT, pid, None, _json(p.get("response")), None, p, FORMAT))
+            out.append((RESULT, pid, None, as_json(p.get("response")), None, p, FORMAT))
     return out
 
 
@@ -264,7 +306,7 @@ def _indexed(attrs: dict[str, Any], owner: dict[str, Any]) -> list[Part]:
         if fields.get("role") == "tool":
             rid = as_id(fields.get("tool_call_id"), "", None, f"gen_ai.prompt.{i}.tool_call_id")
             if rid is not None:
-                out.append((RESULT, rid, None, _json(fields.get("content")), None, fields, FORMAT))
+                out.append((RESULT, rid, None, as_json(fields.get("content")), None, fields, FORMAT))
             continue
         calls: dict[int, dict[str, Any]] = {}
         for k, v in fields.items():
@@ -288,12 +330,12 @@ def _event(name: Any, body: dict[str, Any], owner: dict[str, Any]) -> list[Part]
         return [REQUEST_PART]
     if name == "gen_ai.tool.message":
         rid = as_id(body.get("id"), "", None, "body.id")
-        return [(RESULT, rid, None, _json(body.get("content")), None, body, FORMAT)]
+        return [(RESULT, rid, None, as_json(body.get("content")), None, body, FORMAT)]
     if type(name) is str and name in _CALL_EVENTS:
         msg = body.get("message") if name == "gen_ai.choice" else body
         if type(msg) is not dict:
             return []
-        calls = _json(msg.get("tool_calls"))
+        calls = as_json(msg.get("tool_calls"))
         out: list[Part] = []
         for tc in calls if type(calls) is list else []:
             if type(tc) is not dict:
