@@ -32,44 +32,29 @@ def _explain(record: Any) -> str:
     return err.value.detail
 
 
-# Shapes of families no reader names (written after their public docs), one record each.
-# (A record some reader claims is never looked into: an AutoGen message's `content` list is read
-# by the Anthropic reader as a message of unknown blocks; its own reader is issue 24's item 1.)
+# Shapes no reader claims (in-house agent logs), one record each: a call and the result that
+# points back at its id. (Families that now have a reader, such as LangChain, Google ADK and the
+# Vercel AI SDK's messages, are read by it instead: see the test after this one.)
 CALL_EVENT = {
     "event": "tool_started",
     "invocation": {"callId": "call_7", "function": "add", "kwargs": '{"a": 1}'},
 }
-LANGCHAIN_RESULT = {
-    "type": "tool",
-    "content": "2",
-    "tool_call_id": "call_7",
-    "name": "add",
-    "status": "success",
+RESULT_EVENT = {"event": "tool_finished", "invocation": {"callId": "call_7", "result": "2"}}
+STEP_CALL = {"step": {"invoke": {"tool": "weather", "params": {"city": "Oslo"}, "call_id": "inv-1"}}}
+STEP_RESULT = {"step": {"reply": {"call_id": "inv-1", "output": {"c": 4}}}}
+# A message list nested under a key no reader knows; the tool-role message's `id` names its call.
+NESTED_CALL = {
+    "transcript": {"turns": [{"role": "assistant", "requests": [{"id": "tr-1", "tool": "f", "args": {}}]}]}
 }
-VERCEL_CALL = {"type": "tool-call", "toolCallId": "tc1", "toolName": "weather", "input": {"city": "Oslo"}}
-VERCEL_RESULT = {
-    "type": "tool-result",
-    "toolCallId": "tc1",
-    "toolName": "weather",
-    "input": {},
-    "output": {"c": 4},
-}
-ADK_CALL = {
-    "author": "agent",
-    "content": {"parts": [{"function_call": {"id": "adk-1", "name": "f", "args": {}}}]},
-}
-ADK_RESULT = {
-    "author": "agent",
-    "actions": {"function_response": {"id": "adk-1", "name": "f", "response": {"r": 1}}},
-}
+NESTED_RESULT = {"transcript": {"turns": [{"role": "tool", "id": "tr-1", "content": {"r": 1}}]}}
 
 
 @pytest.mark.parametrize(
     ("call", "result", "call_id", "name", "payload", "content"),
     [
-        (CALL_EVENT, LANGCHAIN_RESULT, "call_7", "add", {"a": 1}, "2"),
-        (VERCEL_CALL, VERCEL_RESULT, "tc1", "weather", {"city": "Oslo"}, {"c": 4}),
-        (ADK_CALL, ADK_RESULT, "adk-1", "f", {}, {"r": 1}),
+        (CALL_EVENT, RESULT_EVENT, "call_7", "add", {"a": 1}, "2"),
+        (STEP_CALL, STEP_RESULT, "inv-1", "weather", {"city": "Oslo"}, {"c": 4}),
+        (NESTED_CALL, NESTED_RESULT, "tr-1", "f", {}, {"r": 1}),
     ],
 )
 def test_unnamed_families_pair_by_id_labelled_discovered(
@@ -84,6 +69,60 @@ def test_unnamed_families_pair_by_id_labelled_discovered(
     (pair,) = out  # result first: it waited for its call by id
     assert (pair["kind"], pair["match"], pair["call"]["format"]) == ("pair", "id", "discovered")
     assert pipeline.summary.events_by_format == {"discovered": 2}
+
+
+# Records of families that were once only discovered (before issue 24's readers): each is now read
+# by its own reader, under its own format, and never looked into by discovery.
+LANGCHAIN_RESULT = {
+    "type": "tool",
+    "content": "2",
+    "tool_call_id": "call_7",
+    "name": "add",
+    "status": "success",
+}
+ADK_CALL = {
+    "author": "agent",
+    "content": {"parts": [{"function_call": {"id": "adk-1", "name": "f", "args": {}}}]},
+}
+ADK_RESULT = {
+    "author": "agent",
+    "content": {"parts": [{"function_response": {"id": "adk-1", "name": "f", "response": {"r": 1}}}]},
+}
+VERCEL_CALL = {
+    "role": "assistant",
+    "content": [{"type": "tool-call", "toolCallId": "tc1", "toolName": "weather", "input": {"city": "Oslo"}}],
+}
+VERCEL_RESULT = {
+    "role": "tool",
+    "content": [
+        {
+            "type": "tool-result",
+            "toolCallId": "tc1",
+            "toolName": "weather",
+            "output": {"type": "json", "value": 4},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("records", "family", "expected"),
+    [
+        ([LANGCHAIN_RESULT], "langchain", [("tool_result", "call_7")]),
+        ([ADK_CALL, ADK_RESULT], "adk", [("tool_call", "adk-1"), ("tool_result", "adk-1")]),
+        ([VERCEL_CALL, VERCEL_RESULT], "vercel_ai", [("tool_call", "tc1"), ("tool_result", "tc1")]),
+    ],
+)
+def test_families_with_a_reader_are_read_by_it_not_discovered(
+    records: list[Any], family: str, expected: list[tuple[str, str]]
+) -> None:
+    events = [ev for record in records for ev in _read(record)]
+    assert [(ev.type, ev.id) for ev in events] == expected
+    assert {ev.format for ev in events} == {family}
+    pipeline = Pipeline(Engine())
+    out = [r for record in records for r in pipeline.feed(orjson.dumps(record), SRC, key="k")]
+    assert all(p["match"] == "id" for p in out if p["kind"] == "pair")
+    assert pipeline.summary.events_by_format == {family: len(expected)}
 
 
 def test_a_list_of_ids_gives_one_result_per_id_and_a_whole_invocation_both_sides() -> None:
@@ -157,7 +196,7 @@ def test_the_walk_is_bounded() -> None:
 
 def test_repeated_copies_are_counted_once() -> None:
     pipeline = Pipeline(Engine())
-    rec = orjson.dumps({"history": [VERCEL_CALL]})
+    rec = orjson.dumps({"history": [STEP_CALL]})
     pipeline.feed(rec, SRC, key="k")
     pipeline.feed(rec, SRC, key="k")  # the next request repeats the history
     assert pipeline.summary.events == {"tool_call": 1} and pipeline.summary.duplicate_copies == 1
@@ -205,7 +244,7 @@ def test_an_unknown_shape_like_no_family_says_a_mapping_is_needed() -> None:
 
 def test_a_discovered_file_audits_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "agent.jsonl"
-    lines = [CALL_EVENT, VERCEL_CALL, {"foo": 1}, LANGCHAIN_RESULT, {"ev": {"toolCallId": "zz", "output": 1}}]
+    lines = [CALL_EVENT, STEP_CALL, {"foo": 1}, RESULT_EVENT, {"ev": {"toolCallId": "zz", "output": 1}}]
     log.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b"\n")
     out = tmp_path / "out"
     for engine in ("python", "native"):
@@ -228,8 +267,8 @@ def test_discovered_events_have_their_own_metric_series() -> None:
 
     metrics = Metrics()
     pipeline = Pipeline(Engine(), observer=metrics)
-    pipeline.feed(orjson.dumps(VERCEL_CALL), SRC, key="k")
-    pipeline.feed(orjson.dumps({"type": "tool", "content": 1, "tool_call_id": "tc1"}), SRC, key="k")
+    pipeline.feed(orjson.dumps(STEP_CALL), SRC, key="k")
+    pipeline.feed(orjson.dumps(STEP_RESULT), SRC, key="k")
     sample = metrics.registry.get_sample_value
     assert sample("stream_pairer_events_read_total", {"format": "discovered", "type": "tool_call"}) == 1
     assert sample("stream_pairer_events_read_total", {"format": "discovered", "type": "tool_result"}) == 1
@@ -237,8 +276,10 @@ def test_discovered_events_have_their_own_metric_series() -> None:
 
 
 def test_the_discovered_sample_pairs_as_a_reader_would() -> None:
-    """tests/samples/discovered.jsonl: Vercel AI SDK parts, Google ADK events, a LangChain
-    tool start event (a `type` no reader knows) and its ToolMessage, an in-house span logged whole."""
+    """tests/samples/discovered.jsonl: shapes no reader claims: an in-house agent's steps (calls
+    under `step.invoke`, results and a failure under `step.reply`), a message list nested under an
+    unknown key (a tool-role message's `id` names its call), callback events of a `type` no reader
+    knows, and an in-house span logged whole."""
     from tests.core.formats_helpers import sample_lines  # noqa: PLC0415
 
     pipeline = Pipeline(Engine())
@@ -252,11 +293,11 @@ def test_the_discovered_sample_pairs_as_a_reader_would() -> None:
         if p["kind"] == "pair"
     )
     assert pairs == [
-        ("adk-sess-42", "adk-fc-7", "id", None),
+        ("cb-9", "toolu_cb_1", "id", False),  # status "success"
         ("inhouse-3", "sp-1", "id", False),  # status "ok"
-        ("lc-9", "toolu_lc_1", "id", False),  # status "success"
-        ("th-vercel-1", "call_bergen_2", "id", None),
-        ("th-vercel-1", "call_oslo_1", "id", True),  # tool-error: its `error` is the result
+        ("th-agent-1", "call_bergen_2", "id", None),
+        ("th-agent-1", "call_oslo_1", "id", True),  # its `error` is the result
+        ("tr-sess-42", "tr-fc-7", "id", None),
     ]
     assert [r["kind"] for r in out if r["kind"] != "pair"] == []
     assert pipeline.summary.events_by_format == {"discovered": 10}
@@ -266,7 +307,7 @@ def test_the_summary_says_discovered_events_are_guesses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = tmp_path / "a.jsonl"
-    log.write_bytes(orjson.dumps(VERCEL_CALL) + b"\n")
+    log.write_bytes(orjson.dumps(STEP_CALL) + b"\n")
     assert main(["pair", str(log), "--out", str(tmp_path / "out")]) == 0
     assert "note: `discovered` events are guesses" in capsys.readouterr().out
     log.write_bytes(b'{"conversation_id": "c", "type": "tool_call", "id": "x", "name": "n"}\n')

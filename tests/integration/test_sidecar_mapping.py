@@ -78,9 +78,9 @@ async def test_unnamed_shapes_are_discovered_in_the_sidecar(
 ) -> None:
     topic = await topic_factory(1)
     items = [
-        {"type": "tool-call", "toolCallId": "v1", "toolName": "weather", "input": {"city": "Oslo"}},
+        {"step": {"invoke": {"tool": "weather", "params": {"city": "Oslo"}, "call_id": "v1"}}},
         {"weird": {"shape": 1}},
-        {"type": "tool-result", "toolCallId": "v1", "output": {"c": 4}},
+        {"step": {"reply": {"call_id": "v1", "output": {"c": 4}}}},
     ]
     await produce(kafka_broker.bootstrap, topic, [(b"conv", orjson.dumps(v)) for v in items])
     records = await _run(kafka_broker.bootstrap, topic, FormatConfig(), until=2)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stream_pairer.core.formats import gemini
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import (
     CALL,
     MARK_SCOPE,
@@ -26,6 +27,32 @@ from stream_pairer.core.formats.common import (
     mark,
     parse_ts,
     wrong_type,
+)
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "adk",
+    "a `content` object beside `author` / `invocationId` (Google ADK events; `functionCall` / "
+    "`functionResponse` parts), or a session `{appName, events}`",
+    {
+        "content": {
+            "parts": [
+                {
+                    "functionCall": {
+                        "id": "adk-4a5b6c7d-8e9f-4012-a345-6789abcdef01",
+                        "args": {"city": "New York"},
+                        "name": "get_weather",
+                    }
+                }
+            ],
+            "role": "model",
+        },
+        "invocationId": "e-6a3f1c2d-9b7e-4f01-8a2c-3d4e5f6a7b8c",
+        "author": "weather_agent",
+        "id": "Rx3vNc4d",
+        "timestamp": 1747735501.388,
+        "session_id": "adk-sess-01",
+    },
 )
 
 FORMAT: Final = "adk"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import (
     MARK_SCOPE,
     REQUEST_PART,
@@ -23,6 +24,49 @@ from stream_pairer.core.formats.common import (
     mark,
     parse_ts,
     wrong_type,
+)
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "atif",
+    '`schema_version` "ATIF-v1.x" with `steps[]` (Harbor / Terminal-Bench trajectories), or a single step'
+    " `{step_id, tool_calls, observation}`",
+    {
+        "schema_version": "ATIF-v1.2",
+        "session_id": "7f3c2a91-terminal-bench-fix-git",
+        "agent": {
+            "name": "terminus-2",
+            "version": "2.0.0",
+            "model_name": "anthropic/claude-sonnet-4-20250514",
+        },
+        "steps": [
+            {
+                "step_id": 3,
+                "timestamp": "2025-09-12T08:00:04Z",
+                "source": "agent",
+                "model_name": "anthropic/claude-sonnet-4-20250514",
+                "message": "Looking at the reflog.",
+                "tool_calls": [
+                    {
+                        "tool_call_id": "call_3_1",
+                        "function_name": "bash_command",
+                        "arguments": {"keystrokes": "cd /app/repo && git reflog | head\n", "duration": 1.0},
+                    }
+                ],
+                "observation": {
+                    "results": [
+                        {
+                            "source_call_id": "call_3_1",
+                            "content": (
+                                "a1b2c3d HEAD@{0}: checkout: moving from feature to master\n"
+                                "9f8e7d6 HEAD@{1}: commit: Add about page"
+                            ),
+                        }
+                    ]
+                },
+            }
+        ],
+    },
 )
 
 FORMAT: Final = "atif"

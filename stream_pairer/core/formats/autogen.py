@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import (
     REQUEST_PART,
     RESULT,
@@ -23,6 +24,19 @@ from stream_pairer.core.formats.common import (
     as_name,
     call_list,
     wrong_type,
+)
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "autogen",
+    '`type` "ToolCallRequestEvent" / "ToolCallExecutionEvent" and the other AutoGen 0.4+ message types',
+    {
+        "source": "assistant",
+        "created_at": "2025-05-20T11:00:01.402Z",
+        "content": [{"id": "call_Ly0nP0p1", "arguments": '{"city": "Lyon"}', "name": "population"}],
+        "type": "ToolCallRequestEvent",
+        "conversation_id": "team-run-3",
+    },
 )
 
 FORMAT: Final = "autogen"

@@ -11,7 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import CALL, REQUEST_PART, RESULT, Part, as_name, wrong_type
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "cohere",
+    '`role` "CHATBOT" / "TOOL" with `tool_calls[] {name, parameters}` / `tool_results[]` (Cohere v1 chat '
+    "history; no ids: paired by name, FIFO)",
+    {
+        "conversation_id": "cohere-v1-a",
+        "role": "CHATBOT",
+        "message": "I will look up the sales report and the inventory.",
+        "tool_calls": [{"name": "query_daily_sales_report", "parameters": {"day": "2023-09-29"}}],
+    },
+)
 
 FORMAT: Final = "cohere"
 V1_ROLES: Final = frozenset({"USER", "CHATBOT", "SYSTEM", "TOOL"})

@@ -12,7 +12,26 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import CALL, RESULT, Part, as_id, as_name, decode_arguments
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "crewai",
+    '`type` "tool_usage_started" / "tool_usage_finished" / "tool_usage_error" (CrewAI event bus)',
+    {
+        "timestamp": "2025-07-01T10:00:02.000000",
+        "type": "tool_usage_started",
+        "agent_key": "a1f0c3",
+        "agent_role": "Senior Researcher",
+        "tool_name": "Search the internet",
+        "tool_args": {"search_query": "solid state battery 2025"},
+        "tool_class": "SerperDevTool",
+        "run_attempts": 1,
+        "delegations": 0,
+        "conversation_id": "crew-run-11",
+    },
+)
 
 FORMAT: Final = "crewai"
 _ERRORS: Final = frozenset(

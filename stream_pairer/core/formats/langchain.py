@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import (
     REQUEST_PART,
     RESULT,
@@ -25,6 +26,23 @@ from stream_pairer.core.formats.common import (
     as_id,
     as_name,
     call_list,
+)
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "langchain",
+    '`type` "ai" / "tool" / "human" (LangChain / LangGraph `model_dump`), also `{type, data}` and `dumpd`'
+    " `{lc, kwargs}`",
+    {
+        "content": "",
+        "type": "ai",
+        "id": "run-5e1c4a3b-2d7f-4b6a-9c8e-0f1e2d3c4b5a-0",
+        "tool_calls": [
+            {"name": "multiply", "args": {"a": 3, "b": 12}, "id": "call_m7x2QpLk", "type": "tool_call"}
+        ],
+        "invalid_tool_calls": [],
+        "thread_id": "thread-lc-1",
+    },
 )
 
 FORMAT: Final = "langchain"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import (
     CALL,
     MARK_SCOPE,
@@ -35,6 +36,34 @@ from stream_pairer.core.formats.common import (
     mark,
     parse_ts,
     wrong_type,
+)
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "openhands",
+    "an `action` / `observation` beside an integer `id` (V0 event stream, trajectories, `/events` pages),"
+    " or `kind` with `source` and `id` (V1 agent SDK events)",
+    {
+        "id": 6,
+        "timestamp": "2025-06-02T09:14:12.030417",
+        "source": "agent",
+        "message": "Reading file: /workspace/cart.py",
+        "action": "read",
+        "tool_call_metadata": {
+            "function_name": "str_replace_editor",
+            "tool_call_id": "toolu_01BWk7Ls2Xq9CeMfR3tJ8yUa",
+            "model_response": {"id": "chatcmpl-a71d", "model": "claude-sonnet-4-20250514"},
+            "total_calls_in_response": 2,
+        },
+        "args": {
+            "path": "/workspace/cart.py",
+            "start": 0,
+            "end": -1,
+            "thought": "",
+            "impl_source": "oh_aci",
+            "view_range": None,
+        },
+    },
 )
 
 FORMAT: Final = "openhands"

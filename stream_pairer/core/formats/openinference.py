@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import orjson
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import (
     CALL,
     MARK_SCOPE,
@@ -36,6 +37,29 @@ from stream_pairer.core.formats.common import (
     as_id,
     decode_arguments,
     mark,
+)
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "openinference",
+    "`openinference.span.kind` in a span's attributes (Phoenix / openinference-instrumentation spans: LLM"
+    " spans' `llm.output_messages.*.tool_calls`, TOOL spans with `tool_call.id`)",
+    {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "c1a0000000000004",
+        "name": "get_weather",
+        "startTime": "2025-05-20T10:08:22.000000Z",
+        "endTime": "2025-05-20T10:08:22.400000Z",
+        "status": {"code": 2, "message": "HTTPError 503"},
+        "attributes": {
+            "openinference.span.kind": "TOOL",
+            "tool.name": "get_weather",
+            "tool_call.id": "call_w3ath3r",
+            "input.value": '{"city": "Lisbon"}',
+            "output.value": "HTTPError 503: upstream unavailable",
+            "session.id": "sess-9d2",
+        },
+    },
 )
 
 FORMAT: Final = "openinference"

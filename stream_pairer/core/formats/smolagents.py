@@ -14,7 +14,32 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stream_pairer.core.formats import openai
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import CALL, REQUEST_PART, RESULT, Part
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "smolagents",
+    "`step_number` with `tool_calls` / `observations` (smolagents memory steps, `step.dict()`)",
+    {
+        "step_number": 3,
+        "timing": {"start_time": 1747740006.1, "end_time": None, "duration": None},
+        "model_input_messages": None,
+        "tool_calls": [
+            {
+                "id": "call_w3bS2",
+                "type": "function",
+                "function": {"name": "web_search", "arguments": {"query": "Leonardo of Pisa Liber Abaci"}},
+            }
+        ],
+        "error": None,
+        "model_output": None,
+        "observations": None,
+        "action_output": None,
+        "token_usage": None,
+        "is_final_answer": False,
+    },
+)
 
 FORMAT: Final = "smolagents"
 

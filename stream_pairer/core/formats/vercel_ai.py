@@ -18,7 +18,27 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats.catalog import FormatInfo
 from stream_pairer.core.formats.common import CALL, RESULT, Part, as_id, as_name, wrong_type
+
+# How `stream-pairer formats` lists this reader (catalog.describe collects it).
+FORMAT_INFO: Final = FormatInfo(
+    "vercel_ai",
+    'content parts `{type: "tool-call" | "tool-result", toolCallId}` (AI SDK model messages), UI '
+    "`parts[]` `tool-<name>` / `dynamic-tool`, or v4 `toolInvocations[]`",
+    {
+        "chatId": "chat_Vx81",
+        "role": "assistant",
+        "content": [
+            {
+                "type": "tool-call",
+                "toolCallId": "call_BeR1n",
+                "toolName": "weather",
+                "input": {"location": "Berlin"},
+            }
+        ],
+    },
+)
 
 FORMAT: Final = "vercel_ai"
 PART_TYPES: Final = frozenset({"tool-call", "tool-result"})
