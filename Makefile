@@ -12,7 +12,7 @@ ENGINE_RECORDS ?= 300000
 SOAK_SECONDS ?= 600
 LATENCY_SECONDS ?= 60
 
-.PHONY: bench bench-targets bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native bench-output-size
+.PHONY: bench-pair bench bench-targets bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native bench-output-size
 
 bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak bench-output-size
 	$(PYTHON) bench/targets.py
@@ -45,6 +45,11 @@ bench-engine:
 bench-native:
 	$(PYTHON) bench/native_bench.py --conversations 1000 100000 --records $(ENGINE_RECORDS) --repeat $(REPEAT)
 	$(PYTHON) bench/native_bench.py --conversations 1000000 --records $(ENGINE_RECORDS) --repeat $(REPEAT) --variants orjson native
+
+# Issue 23: the whole `pair` command against an orjson loads+dumps round trip of the same lines (CPU
+# per record of each child process, best of REPEAT), 200k records over 10k conversations.
+bench-pair:
+	$(PYTHON) bench/pair_command.py --records 200000 --conversations $(CONVERSATIONS) --repeat $(REPEAT)
 
 # Issue 15, item 4: output bytes per input byte for each --raw mode (README, Output size).
 bench-output-size:

@@ -10,6 +10,8 @@ The rule (README, File mode, *Names and identities*): an input is named by its p
 the argument that brought it in**, with `/` separators:
 
 * a file argument: its base name (`/abs/logs/a.jsonl`, `logs/a.jsonl`, `./logs/a.jsonl` -> `a.jsonl`);
+* a gzipped file is named without its `.gz` (`a.jsonl.gz` -> `a.jsonl`): compressing a log keeps
+  its pair_ids;
 * a directory argument: the path below that directory (`pair logs/` -> `a.jsonl`, `day1/b.jsonl`);
 * a glob: the path below the glob's leading directory without wildcards (`logs/**/*.jsonl` ->
   `day1/b.jsonl`);
@@ -44,8 +46,15 @@ def input_name(path: str, argument: str, stdin_name: str | None = None) -> str:
     elif not os.path.exists(argument) and glob.has_magic(argument):
         base = _glob_root(argument)
     else:
-        return os.path.basename(path)
-    return PurePath(os.path.relpath(path, base)).as_posix()
+        return _uncompressed(os.path.basename(path))
+    return _uncompressed(PurePath(os.path.relpath(path, base)).as_posix())
+
+
+def _uncompressed(name: str) -> str:
+    """A gzipped log is named as the log it holds: a rotator that compresses yesterday's
+    `a.jsonl` into `a.jsonl.gz` must not change its records' pair_ids (the warehouse
+    deduplicates on them)."""
+    return name.removesuffix(".gz")
 
 
 def _glob_root(pattern: str) -> str:

@@ -34,8 +34,9 @@ LOCK_NAME: Final = ".stream-pairer.lock"
 class OutputLock:
     """The exclusive right to write `out_dir`, held from `__enter__` to `__exit__`."""
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, flag: str = "--out") -> None:
         self.out_dir = out_dir
+        self.flag = flag  # what the refusal names: `--out`, or `--state` for a state directory
         self.path = out_dir / LOCK_NAME
         self._fd = -1
         self._made_dir = False
@@ -74,7 +75,7 @@ class OutputLock:
             holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another run"
             os.close(fd)
             raise OutputRefused(
-                f"refusing --out {self.out_dir}: it is being written by {holder}; wait for that run "
+                f"refusing {self.flag} {self.out_dir}: it is being written by {holder}; wait for that run "
                 "to end or choose another directory"
             ) from None
         except OSError as err:

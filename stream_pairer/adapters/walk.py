@@ -9,6 +9,7 @@ dropped without a word:
 * `link_loop`: a link that points back into a directory already being walked, or to itself;
 * `dangling_link`: a link whose target does not exist;
 * `directory_link`: a link to a directory inside the input tree (walked there already);
+* `file_link`: a link to an input file inside the input tree (read there already);
 * `fifo`, `socket`, `device`: not files; a pipe would block the run until a writer came;
 * `unreadable`: a file or directory that cannot be opened (permissions, /proc files).
 
@@ -152,6 +153,9 @@ class Walk:
             if inside:
                 self.skipped["directory_link"] += 1  # its target is walked where it lies
                 return False
+        if inside and target.endswith(INPUT_SUFFIXES) and self.wanted(target):
+            self.skipped["file_link"] += 1  # its target is read where it lies: never twice
+            return False
         if not inside and not self.follow_links:
             self.skipped["link_outside_inputs"] += 1
             return False

@@ -98,7 +98,7 @@ def test_a_1_gib_line_is_not_read_into_memory(tmp_path: Path) -> None:
     assert peak_kib < 200 * 1024, f"peak RSS {peak_kib} KiB for a 1 GiB line"  # far below 1 GiB
     (dead,) = [json.loads(x) for x in (out / "dead_letter.jsonl").read_text().splitlines()]
     assert dead["reason"] == "too_large" and dead["raw_bytes"] > gib and dead["raw_truncated"] is True
-    assert dead["source"] == {"file": path.name, "line": 1}  # named by its base name (naming.py)
+    assert dead["source"] == {"file": "huge.jsonl", "line": 1}  # named as the log it holds (naming.py)
     assert len(dead["raw"]) <= files.OVERSIZE_HEAD
     orphans = [json.loads(x) for x in (out / "orphans.jsonl").read_text().splitlines()]
     assert [o["event"]["id"] for o in orphans] == ["y"]  # the next line is read as usual

@@ -162,3 +162,38 @@ def test_a_stopped_run_leaves_no_temporary_file(tmp_path: Path, signum: int) -> 
     )
     assert (out / "pairs.jsonl").read_text() == "earlier\n"
     no_litter(out)
+
+
+def test_a_link_to_a_file_inside_the_tree_is_read_once(tmp_path: Path) -> None:
+    """The target is read where it lies; the link is counted as skipped (`file_link`), never a
+    second copy of its records."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.jsonl").write_text(call_line(1))
+    os.symlink(logs / "a.jsonl", logs / "inside.jsonl")
+    out = tmp_path / "out"
+    summary = tmp_path / "summary.json"
+    run = cli("pair", str(logs), "--out", str(out), "-q", "--summary-json", str(summary))
+    assert run.rc == 0, run.err
+    assert [r["event"]["source"]["file"] for r in records(out, "orphans.jsonl")] == ["a.jsonl"]
+    assert json.loads(summary.read_text())["inputs_skipped"] == {"file_link": 1}
+
+
+def test_two_runs_cannot_share_one_state_directory(tmp_path: Path) -> None:
+    """Two runs carrying one --state would both take its held events (a pair made twice): the
+    second is refused while the first holds the state, naming it."""
+    fifo = tmp_path / "in.jsonl"
+    os.mkfifo(fifo)
+    state = tmp_path / "state"
+    first = start("pair", str(fifo), "--out", str(tmp_path / "o1"), "-q", "--state", str(state))
+    with open(fifo, "w") as f:
+        f.write(call_line(1))
+        f.flush()
+        first.wait_until((state / ".stream-pairer.lock").exists)
+        (tmp_path / "d2.jsonl").write_text(call_line(2))
+        second = cli(
+            "pair", str(tmp_path / "d2.jsonl"), "--out", str(tmp_path / "o2"), "-q", "--state", str(state)
+        )
+    assert second.rc == 2
+    assert "is being written by stream-pairer pid" in second.one_line()
+    assert first.finish(timeout=60).rc == 0

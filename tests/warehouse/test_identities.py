@@ -3,6 +3,7 @@ of the same records do not depend on how the input path was spelled (adapters/na
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -87,3 +88,16 @@ def test_two_inputs_with_one_name_are_refused(tmp_path: Path) -> None:
     both = [str(tmp_path / "d1" / "s.jsonl"), str(tmp_path / "d2" / "s.jsonl")]
     assert main(["pair", *both, "--out", str(out)]) == 1
     assert not out.exists()
+
+
+def test_a_gzipped_log_keeps_its_pair_ids(tmp_path: Path) -> None:
+    """A log rotator compresses yesterday's file: its records keep their pair_ids and conversation
+    ids (the name is the log's, without `.gz`)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    shutil.copy(EXAMPLE, tmp_path / "a" / "mixed.jsonl")
+    (tmp_path / "b" / "mixed.jsonl.gz").write_bytes(gzip.compress(EXAMPLE.read_bytes()))
+    plain = _pair_in(tmp_path, "a/mixed.jsonl", tmp_path / "o1")
+    packed = _pair_in(tmp_path, "b/mixed.jsonl.gz", tmp_path / "o2")
+    assert plain and plain == packed
+    assert input_name("logs/x.jsonl.gz", "logs/") == "x.jsonl"

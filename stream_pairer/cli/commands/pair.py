@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -447,9 +447,18 @@ def render_summary(
     return "\n".join(lines)
 
 
-def _out_lock(args: argparse.Namespace) -> AbstractContextManager[object]:
-    """One run at a time writes an `--out` directory (outlock.py). Stdout has no directory to lock,
-    and an Iceberg catalog serialises its own commits (and a re-run appends nothing)."""
-    if str(args.out) == STDOUT or args.output_format == "iceberg" or args.out.is_file():
-        return nullcontext()  # (a file as --out is refused by check_output_dir, exit 2)
-    return OutputLock(args.out)
+def _out_lock(args: argparse.Namespace) -> ExitStack:
+    """One run at a time writes an `--out` directory (outlock.py), and one run at a time carries a
+    `--state` (two would both take its held events). Stdout has no directory to lock, an Iceberg
+    catalog serialises its own commits (and a re-run appends nothing), and a file as `--out` is
+    refused by check_output_dir (exit 2)."""
+    stack = ExitStack()
+    try:
+        if not (str(args.out) == STDOUT or args.output_format == "iceberg" or args.out.is_file()):
+            stack.enter_context(OutputLock(args.out))
+        if args.state is not None:
+            stack.enter_context(OutputLock(args.state, "--state"))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
