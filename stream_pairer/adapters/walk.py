@@ -10,6 +10,7 @@ dropped without a word:
 * `dangling_link`: a link whose target does not exist;
 * `directory_link`: a link to a directory inside the input tree (walked there already);
 * `file_link`: a link to an input file inside the input tree (read there already);
+* `run_output`: an earlier run's pairs/orphans/dead_letter.jsonl (all three side by side);
 * `fifo`, `socket`, `device`: not files; a pipe would block the run until a writer came;
 * `unreadable`: a file or directory that cannot be opened (permissions, /proc files).
 
@@ -35,6 +36,10 @@ from typing import IO, Final
 from stream_pairer.errors import InputError
 
 # Suffixes of the files a directory walk picks up (other files, e.g. READMEs, are not inputs).
+# The three JSONL files a `pair` run writes (files.OUTPUT_FILES names them by kind): in a directory
+# that holds all three (an earlier run's --out inside the input tree), they are outputs, not tool
+# events, and a walk skips them (`run_output`) instead of reading pairs back as "discovered" calls.
+RUN_OUTPUTS: Final = frozenset({"pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl"})
 INPUT_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz", ".gz")
 READ_CHUNK: Final = 1 << 16
 
@@ -111,9 +116,13 @@ class Walk:
         except OSError:
             self.skipped["unreadable"] += 1
             return
+        outputs = RUN_OUTPUTS.issubset(e.name for e in entries)
         for entry in entries:
             full = entry.path
             if not self.wanted(full):
+                continue
+            if outputs and entry.name in RUN_OUTPUTS:
+                self.skipped["run_output"] += 1
                 continue
             try:
                 is_link = entry.is_symlink()

@@ -114,6 +114,9 @@ class Report:
         if kind not in _CALL_KINDS:
             self.totals["dead_letters" if kind == RecordKind.DEAD_LETTER else "other_records"] += 1
             return
+        if not _well_typed(rec):
+            self.totals["malformed_lines"] += 1  # e.g. "tool": 5 or "failures": "x": not ours either
+            return
         if kind == RecordKind.ORPHAN_RESULT and rec.get("reason") in SECOND_RESULTS:
             if self._in_window(rec):
                 self.totals["second_results"] += 1
@@ -524,3 +527,22 @@ def _iso(ms: float | None) -> str | None:
     if ms is None:
         return None
     return datetime.fromtimestamp(ms / 1000.0, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+# The types the output schemas give the fields a report reads (stream_pairer/schemas/): a pair or
+# orphan whose field has another type was not written by stream-pairer, and counting it would
+# put a wrong row in the table.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "tool": (str, type(None)),
+    "outcome": (str, type(None)),
+    "failure": (str, type(None)),
+    "failure_detail": (str, type(None)),
+    "failures": (list,),
+    "call": (dict,),
+    "result": (dict,),
+    "event": (dict,),
+}
+
+
+def _well_typed(rec: dict[str, Any]) -> bool:
+    return all(k not in rec or isinstance(rec[k], types) for k, types in _FIELD_TYPES.items())

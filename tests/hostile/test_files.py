@@ -197,3 +197,25 @@ def test_two_runs_cannot_share_one_state_directory(tmp_path: Path) -> None:
     assert second.rc == 2
     assert "is being written by stream-pairer pid" in second.one_line()
     assert first.finish(timeout=60).rc == 0
+
+
+def test_an_earlier_runs_outputs_in_the_input_tree_are_not_read(tmp_path: Path) -> None:
+    """`pair logs/ --out logs/out` then `pair logs/ --out logs/out2`: the second run does not read
+    the first run's outputs back as tool events (they were `discovered` pairs before)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.jsonl").write_text(call_line(1))
+    assert cli("pair", str(logs), "--out", str(logs / "out"), "-q").rc == 0
+    summary = tmp_path / "summary.json"
+    run = cli("pair", str(logs), "--out", str(logs / "out2"), "-q", "--summary-json", str(summary))
+    assert run.rc == 0, run.err
+    assert [r["event"]["source"]["file"] for r in records(logs / "out2", "orphans.jsonl")] == ["a.jsonl"]
+    assert records(logs / "out2", "pairs.jsonl") == [] and records(logs / "out2", "dead_letter.jsonl") == []
+    assert json.loads(summary.read_text())["inputs_skipped"] == {"run_output": 3}
+
+
+def test_the_walk_knows_the_names_the_outputs_are_written_under() -> None:
+    from stream_pairer.adapters.files import OUTPUT_FILES  # noqa: PLC0415
+    from stream_pairer.adapters.walk import RUN_OUTPUTS  # noqa: PLC0415
+
+    assert frozenset(OUTPUT_FILES.values()) == RUN_OUTPUTS

@@ -120,3 +120,16 @@ def test_id_less_results_and_calls_of_other_names_in_one_conversation(tmp_path: 
     orphans = records(out, "orphans.jsonl")
     assert len(orphans) == 20_000 and records(out, "pairs.jsonl") == []
     assert_conserved([str(logs)], out)
+
+
+def test_report_counts_a_wrongly_typed_pair_as_a_malformed_line(tmp_path: Path) -> None:
+    """A pair whose fields have types the schemas do not give (not written by stream-pairer) is a
+    malformed line, not a pair of tool `(unknown)`."""
+    out = _outputs(tmp_path)
+    with open(out / "pairs.jsonl", "a") as f:
+        bad = {"kind": "pair", "tool": 5, "outcome": ["x"], "failures": "s", "call": "z"}
+        f.write(json.dumps(bad) + "\n")
+    run = cli("report", str(out), "--format", "json")
+    assert run.rc == 0 and "Traceback" not in run.err, run.err
+    totals = json.loads(run.out)["totals"]
+    assert totals["calls"] == 3 and totals["malformed_lines"] == 1
