@@ -143,9 +143,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     walk = Walk(None if str(args.out) == STDOUT else args.out, follow_links=args.follow_links)
     # The lock first: a second run into a busy --out is told who holds it, not that it is non-empty.
-    lock = ExitStack()
+    lock = ExitStack()  # nothing held yet, if _out_lock refuses
     try:
-        lock.enter_context(_out_lock(args))
+        lock = _out_lock(args)
         named, state = _check_run(args, walk)
         inputs = [path for path, _ in named]
     except InputError as err:
