@@ -183,7 +183,7 @@ def feed_file(
     pipeline: Pipeline | NativePipeline,
     records: FileRecords,
     write: Callable[[Sequence[Record | bytes]], None],
-    tick: Callable[[Summary], None] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> int:
     """Every record of one input file through the pipeline; returns the record bytes read (see
     OutputSize). A session id announced by a record (Codex `session_meta`) becomes the
@@ -200,7 +200,7 @@ def feed_file(
             if info.session_id is not None and records.forced is None:
                 records.set_session(info.session_id)
         if tick is not None:
-            tick(pipeline.summary)
+            tick()  # no summary read here: the Summary is assembled from counters, once, at the end
     return size
 
 
@@ -214,7 +214,9 @@ class _Progress:
         self.shown = False
         self._n = 0
 
-    def tick(self, summary: Summary) -> None:
+    def tick(self) -> None:
+        """One record read (fed or rejected). The count is the ticks themselves, so the line
+        costs an increment per record and never reads the pipeline's summary."""
         self._n += 1
         if self.stream is None or self._n & 1023:
             return
@@ -222,9 +224,9 @@ class _Progress:
         if now < self.next_at:
             return
         self.next_at = now + PROGRESS_EVERY_S
-        rate = summary.records / max(now - self.started, 1e-9)
+        rate = self._n / max(now - self.started, 1e-9)
         end = "\r" if self.stream.isatty() else "\n"
-        self.stream.write(f"stream-pairer: {summary.records:,} records, {rate:,.0f}/s{end}")
+        self.stream.write(f"stream-pairer: {self._n:,} records, {rate:,.0f}/s{end}")
         self.stream.flush()
         self.shown = True
 
