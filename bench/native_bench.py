@@ -47,12 +47,12 @@ import stream_formats
 from engine_bench import engine_config
 
 from stream_pairer.core import native
-from stream_pairer.core.engine import Engine, EngineConfig
-from stream_pairer.core.engines import make_pipeline
-from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.core.vocab import DEFAULT_RAW_MODE, RawMode
 from stream_pairer.stream.partition import OutputTopics, PartitionState
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.engines import make_pipeline
+from tests.reference.pipeline import Pipeline
+from tests.reference.tagging import FailureTagger
 
 Records = list[tuple[bytes, bytes]]
 RAW = [DEFAULT_RAW_MODE]  # --raw: the output shape both pipelines write

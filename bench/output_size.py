@@ -31,9 +31,9 @@ from common import record
 from engine_bench import engine_config
 
 from stream_pairer.core import native
-from stream_pairer.core.engine import Engine, EngineConfig
-from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.core.vocab import RawMode
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mixed.jsonl"
 Records = list[tuple[str, bytes]]  # (key: the conversation id for records without one, value)

@@ -42,9 +42,9 @@ class ToolSchemaError(StreamPairerError, ValueError):
     """A tool definition file that cannot be used. The message names the file and the tool."""
 
 
-class NativeUnavailable(StreamPairerError, RuntimeError):
-    """The compiled core (`stream_pairer._native`) was asked for where it is not built (an install
-    without a Rust toolchain); the Python engine serves the same records."""
+class NativeUnavailable(StreamPairerError, ImportError):
+    """The compiled core (`stream_pairer._native`) is not built in this install (a source install
+    without a Rust toolchain). It is required: the message says how to get it."""
 
 
 class InputError(StreamPairerError):

@@ -37,7 +37,7 @@ from typing import IO, Any, Final
 
 import orjson
 
-from stream_pairer.core.vocab import Record, RecordKind
+from stream_pairer.core.vocab import RecordKind
 from stream_pairer.errors import InputError, OutputRefused
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -494,23 +494,15 @@ class OutputWriter:
         self.bytes_by_kind: dict[str, int] = dict.fromkeys(OUTPUT_FILES, 0)
         self._by_encoded_kind = {kind.encode(): (f, kind) for kind, f in self._by_kind.items()}
 
-    def write(self, records: Sequence[Record | bytes]) -> None:
-        """Output records: dicts (the Python engine) or their encoding (the compiled core, whose
-        every record starts with `{"kind":"<kind>"`, so the file is chosen without decoding)."""
-        dumps = orjson.dumps
-        by_kind = self._by_kind
+    def write(self, records: Sequence[bytes]) -> None:
+        """Encoded output records, as the compiled core writes them: each starts with
+        `{"kind":"<kind>"`, so the file is chosen without decoding."""
         sizes = self.bytes_by_kind
         by_encoded = self._by_encoded_kind
         for rec in records:
-            if isinstance(rec, bytes):
-                f, kind = by_encoded[rec[_KIND_AT : rec.index(b'"', _KIND_AT)]]
-                f.write(rec + b"\n")
-                sizes[kind] += len(rec)
-            else:
-                kind = rec["kind"]
-                line = dumps(rec)
-                by_kind[kind].write(line + b"\n")
-                sizes[kind] += len(line)
+            f, kind = by_encoded[rec[_KIND_AT : rec.index(b'"', _KIND_AT)]]
+            f.write(rec + b"\n")
+            sizes[kind] += len(rec)
 
     def close(self) -> None:
         """Complete the run: make the temporary files durable, then rename them into place."""

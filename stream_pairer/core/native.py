@@ -1,35 +1,30 @@
 """The compiled pairing core (`stream_pairer._native`, Rust, built from native/) under a Pipeline API.
 
-Why a second engine: the Python pipeline costs ~20 us of CPU per record, ~7x an orjson round trip
-of the same bytes (issue 15). The compiled core reads canonical records straight from their bytes
-(only the fields pairing needs; `arguments`/`content` and the record itself are spliced into the
-output), pairs them with a port of engine.py, and writes the output records itself.
+Why compiled: a Python pipeline cost ~20 us of CPU per record, ~7x an orjson round trip of the
+same bytes (issue 15). The core reads canonical records straight from their bytes (only the
+fields pairing needs; `arguments`/`content` and the record itself are spliced into the output),
+pairs them, tags them, counts them and writes the output records itself. It is the one
+implementation of the rules (issue 23); tests/reference holds a Python model of them that the
+differential tests use as the oracle.
 
-Contract: for the same input, `NativePipeline.feed` returns exactly the bytes that `Pipeline.feed`
-followed by `orjson.dumps` gives (tests/test_native_differential.py); the Python engine stays the
-executable specification. The fast path reads canonical events, Anthropic / Claude Code, OpenAI
-Chat / legacy / Responses items, Bedrock Converse, Gemini and MCP records (README, "Compiled
-core"). A record it does not read (another format, a record without tool events, a value orjson
-would re-encode differently, a timestamp spelling it does not parse, anything that becomes a dead
-letter) goes through the Python format layer
-(`parse_record`) and its events into the same compiled state; `fallthrough` counts those records
-by reason.
+The fast path reads canonical events, Anthropic / Claude Code, OpenAI Chat / legacy / Responses
+items, Bedrock Converse, Gemini and MCP records (README, "Compiled core"). A record it does not
+read (another format, a record without tool events, a value orjson would re-encode differently, a
+timestamp spelling it does not parse, anything that becomes a dead letter) goes through the
+Python format readers (`parse_record`) and its events into the same compiled state;
+`fallthrough` counts those records by reason.
 
-It satisfies what the adapters use of `Pipeline`: `info` and `reject` for the file reader,
-the PipelineObserver (the same calls, in the same order, as `Pipeline` makes), the replay mode of
-a checkpointed rebuild, and `StreamPipeline` (core/pipeline.py) for a Kafka partition. Built with
-`routed=True` (the sidecar), every output comes as `(bytes, kind, conversation id, OutputMeta)`
-so the partition routes and the metrics count it without decoding it.
+It satisfies what the adapters need: `info` and `reject` for the file reader, the
+PipelineObserver, the replay mode of a checkpointed rebuild, and `StreamPipeline`
+(core/pipeline.py) for a Kafka partition. Built with `routed=True` (the sidecar), every output
+comes as `(bytes, kind, conversation id, OutputMeta)` so the partition routes and the metrics
+count it without decoding it; otherwise as its bytes.
 
-Limits of this version:
-* failure tagging runs in the core (native/src/tagging.rs, verdict.rs, pytag.rs) with a
-  `FailureTagger`'s settings; two rare steps call back into tagging.py so that their wording is
-  its own: arguments given as a JSON string that is not an object, and the `--tool-schemas` check;
-* the time model is engine.py's (issue 11: a clock per conversation, processing time through
-  `advance`, id-less results held for the grace).
-
-Where the extension is not built (no Rust toolchain at install time), `available()` is False
-and callers use the Python `Pipeline`; nothing else changes.
+Failure tagging runs in the core (native/src/tagging.rs, verdict.rs, pytag.rs) with a
+`TaggingConfig`; two rare steps call back into plain functions of core/toolcheck.py, whose wording
+is a library's own: arguments given as a JSON string that is not an object, and the
+`--tool-schemas` check. The time model: a clock per conversation, processing time through
+`advance`, id-less results held for the grace (README, Time).
 """
 
 from __future__ import annotations
@@ -40,9 +35,14 @@ from typing import Any
 
 import orjson
 
-from stream_pairer.core import engine, tagging
+from stream_pairer.core import toolcheck
+from stream_pairer.core.config import (
+    HELD_BYTES_PER_EVENT,
+    HELD_BYTES_PER_INPUT_BYTE,
+    EngineConfig,
+    TaggingConfig,
+)
 from stream_pairer.core.dedup import HistoryDedup
-from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import (
     FormatError,
@@ -64,43 +64,32 @@ from stream_pairer.core.pipeline import (
 from stream_pairer.core.vocab import Record
 from stream_pairer.errors import NativeUnavailable
 
-__all__ = ["NativePipeline", "NativeUnavailable", "available", "supports"]
+__all__ = ["NativePipeline", "NativeUnavailable"]
 
-try:  # the compiled core is optional: a source install without Rust has only the Python engine
+try:  # the compiled core is required: it is the one implementation of pairing and tagging
     from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
-except ImportError:  # pragma: no cover - exercised by the fallback test through `_native = None`
-    _native = None
-
-
-def available() -> bool:
-    """Whether the compiled core was built and imports on this interpreter."""
-    return _native is not None
-
-
-def supports(tagger: Any) -> bool:
-    """Whether the compiled core can run with this failure tagger (None: no tagging) and give
-    the Python engine's output byte for byte. Callers choose the engine with it."""
-    return available() and (tagger is None or type(tagger) is tagging.FailureTagger)
+except ImportError as err:  # pragma: no cover - exercised by a subprocess test with the module hidden
+    raise NativeUnavailable(
+        "stream_pairer._native, the compiled core, is not built in this install. Install a wheel "
+        "(pip install stream-pairer), or install a Rust toolchain (https://rustup.rs) and run "
+        "`pip install .` again; in a source checkout, `bash scripts/dev_native.sh` builds it in place"
+    ) from err
 
 
 class NativePipeline:
     """Parse -> pair -> encode in the compiled core. `feed(raw, source, *, key=None,
-    arrival_ms=None)` takes what `Pipeline.feed` takes and returns the encoded records (bytes),
-    in the order `Pipeline.feed` returns them."""
+    arrival_ms=None)` reads one raw record and returns its encoded output records (bytes, or
+    routed tuples), in the order the reference model (tests/reference/pipeline.py) gives them."""
 
     def __init__(
         self,
         config: EngineConfig | None = None,
         format_config: FormatConfig = DEFAULT_CONFIG,
         *,
-        tagger: Any = None,
+        tagger: TaggingConfig | None = None,
         observer: PipelineObserver | None = None,
         routed: bool = False,
     ):
-        if _native is None:
-            raise NativeUnavailable("stream_pairer._native is not built (see README, Compiled core)")
-        if not supports(tagger):
-            raise NativeUnavailable("the compiled core does not run this failure tagger yet")
         self.tagger = tagger
         self.observer = observer
         cfg = config or EngineConfig()
@@ -118,8 +107,8 @@ class NativePipeline:
             conversation_fields=list(format_config.conversation_fields),
             max_record_bytes=format_config.max_record_bytes,
             max_id_bytes=format_config.max_id_bytes,
-            # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
-            held_cost=(engine.HELD_BYTES_PER_INPUT_BYTE, engine.HELD_BYTES_PER_EVENT),
+            # config.held_cost's constants: the reference model charges the same bytes
+            held_cost=(HELD_BYTES_PER_INPUT_BYTE, HELD_BYTES_PER_EVENT),
             # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
             raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
         )
@@ -141,36 +130,24 @@ class NativePipeline:
         self._python_summary = Summary()
         self._extra_records = 0  # rejected by the reader, dead-lettered by the adapter
         self.dedup = HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
-        # What the last record said besides its events (`Pipeline.info`). Only the Python path
+        # What the last record said besides its events (read by the file reader). Only the Python path
         # fills it: a record the fast path reads has events, and no marker comes with events (a
         # request start, an unknown type, a session id are records without any), so the core only
         # clears it, and only after the Python path left something in it (`info_dirty`).
         self.info = RecordInfo()
         self.core.set_info(self.info)
 
-    def _set_tagging(self, tagger: tagging.FailureTagger) -> None:
-        """The tagger's settings into the core; the tagger object itself is not used (its state
-        stays empty: `crossings` and `remembered_calls` are read from this pipeline)."""
+    def _set_tagging(self, tagger: TaggingConfig) -> None:
+        """The tagger's settings into the core, with the two plain functions it calls back."""
         schemas = tagger.schemas
-
-        def schema_check(name: str | None, args_json: bytes | None) -> list[tuple[str, str]]:
-            assert schemas is not None
-            args = orjson.loads(args_json) if args_json is not None else None
-            return list(tagging.schema_findings(schemas, name, args, args_json is None).items())
-
         self.core.set_tagging(
             max_calls=tagger.max_calls,
             max_ms=tagger.max_ms,
             max_hashes=tagger.max_hashes,
             max_total=tagger.max_total,
-            decode_arguments=_decode_arguments,
-            schema_check=schema_check if schemas is not None else None,
+            decode_arguments=toolcheck.decode_arguments_encoded,
+            schema_check=toolcheck.schema_check(schemas) if schemas is not None else None,
         )
-
-    @property
-    def encodes(self) -> bool:
-        """Whether outputs come routed, `(bytes, kind, conversation id, OutputMeta)` (StreamPipeline)."""
-        return self.routed
 
     def _out(self, rec: Record) -> Any:
         """A record made in Python (a dead letter), in the shape the core returns."""
@@ -182,7 +159,7 @@ class NativePipeline:
     def reject(
         self, head: bytes, size: int, source: Source, reason: str = "too_large", detail: str | None = None
     ) -> list[Any]:
-        """`Pipeline.reject`: a record the reader refused without reading it whole."""
+        """A record the reader refused without reading it whole."""
         self._extra_records += 1
         self.dead_letters[reason] += 1
         if detail is None:
@@ -208,7 +185,7 @@ class NativePipeline:
     ) -> list[Any]:
         """A record the fast path did not read: the Python format layer reads it, and its events
         go into the same compiled state as pre-encoded JSON fragments. Counts and observer calls
-        follow `Pipeline.feed` step by step (the differential tests compare them)."""
+        follow the reference model's pipeline step by step (the differential tests compare them)."""
         info = self.info
         info.clear()
         try:
@@ -226,7 +203,7 @@ class NativePipeline:
         requests = info.requests
         mark_request = self.core.mark_request
         if not events:
-            count_skipped(summary, observer, info, mark_request)  # Pipeline._skipped
+            count_skipped(summary, observer, info, mark_request)
             return []
         out: list[Any] = []
         copies = 0
@@ -235,7 +212,7 @@ class NativePipeline:
             if requests:
                 start_requests(requests, i, mark_request)
             if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
-                copies += 1  # re-sent history: counted once, as Pipeline does
+                copies += 1  # re-sent history: counted once
                 continue
             admitted.append(ev)
             out.extend(self._process(ev, arrival_ms, src, count=True))
@@ -281,7 +258,7 @@ class NativePipeline:
         arrival_ms: float | None,
         src: bytes,
     ) -> list[Any]:
-        """`Pipeline._replay`: only the held blocks again, each after its conversation's
+        """The replay of a checkpointed rebuild: only the held blocks again, each after its conversation's
         checkpointed clock; nothing about the input counted twice."""
         out: list[Any] = []
         for ev in events:
@@ -312,10 +289,12 @@ class NativePipeline:
         value: float = self.core.processing_ms
         return value
 
-    def count_dead_letter(self, rec: Record) -> None:
-        """`Pipeline.count_dead_letter`: a record the adapter dead-lettered without feeding it."""
+    def count_dead_letter(self, rec: Record) -> list[Any]:
+        """A record the adapter dead-lettered without feeding it: counted as read and as the dead
+        letter it became, and returned in the shape of every other output."""
         self._extra_records += 1
         self.dead_letters[rec["reason"]] += 1
+        return [self._out(rec)]
 
     def oldest_held_offset(self) -> int | None:
         offset: int | None = self.core.oldest_held_offset()
@@ -337,7 +316,7 @@ class NativePipeline:
         return clocks
 
     def held_changes(self) -> HeldChanges:
-        """The core's changes since the last mark (engine.py `held_changes`): O(changes)."""
+        """The core's changes since the last mark : O(changes)."""
         return HeldChanges(*self.core.held_changes())
 
     def end_restore(self) -> None:
@@ -358,7 +337,8 @@ class NativePipeline:
 
     @property
     def summary(self) -> Summary:
-        """The same Summary `Pipeline` keeps, assembled from the core's counters."""
+        """The run's Summary, assembled from the core's counters (read it at the end of a run or a
+        scrape, not per record: it builds Counters)."""
         py = self._python_summary
         s = Summary(
             records=self.core.records + self._extra_records,
@@ -381,22 +361,11 @@ class NativePipeline:
 
     @property
     def crossings(self) -> Counter[str]:
-        """Loop-cap crossings by cap ("calls", "time"): what `FailureTagger.crossings` counts."""
+        """Loop-cap crossings by cap ("calls", "time")."""
         return Counter(self.core.crossings)
 
     @property
     def remembered_calls(self) -> int:
-        """`FailureTagger.remembered_calls` of the core's tagger (0 without tagging)."""
+        """Call hashes the core's tagger remembers for the repeat check (0 without tagging)."""
         n: int = self.core.remembered_calls
         return n
-
-
-def _decode_arguments(text: str) -> tuple[bytes | None, str | None]:
-    """`tagging.decode_arguments` for the core: the decoded value re-encoded, or the detail."""
-    value, bad = tagging.decode_arguments(text)
-    if bad is not None:
-        return None, bad
-    try:
-        return orjson.dumps(value), None
-    except orjson.JSONEncodeError:  # nested deeper than orjson writes: the text stands for itself
-        return None, None

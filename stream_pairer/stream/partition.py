@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final, NamedTuple, Protocol
 
-from stream_pairer.core.engine import Record
 from stream_pairer.core.model import OutputMeta, Source, dead_letter
-from stream_pairer.core.pipeline import StreamPipeline, consumed_offset
-from stream_pairer.core.vocab import RecordKind
+from stream_pairer.core.pipeline import RoutedOutput, StreamPipeline, consumed_offset
+from stream_pairer.core.vocab import Record, RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.stream.clock import NEG_INF, ProcessingClock
 
@@ -128,13 +127,13 @@ class OutputTopics:
 
 
 class Emitted(NamedTuple):
-    """One output to produce. `record` is a dict (Python engine) or its encoded bytes (compiled
-    core); `meta` is what the metrics count of it (None: derive it from the dict)."""
+    """One output to produce: the encoded record, as the compiled core wrote it, and `meta`,
+    what the metrics count of it (read by the core while encoding, never decoded here)."""
 
     topic: str
     key: bytes | None
-    record: Record | bytes
-    meta: OutputMeta | None = None
+    record: bytes
+    meta: OutputMeta
 
 
 __all__ = ["consumed_offset"]  # re-exported: the offset rule lives with the pipelines (core/pipeline.py)
@@ -192,8 +191,6 @@ class PartitionState:
         self.lineage_headers = lineage_headers  # --repartition: sources come from the record headers
         self.partition = partition
         self.pipeline = pipeline
-        # The compiled core routed: outputs come encoded, with their kind, key and OutputMeta.
-        self._route = self._route_encoded if pipeline.encodes else self._route_records
         self.outputs = outputs
         self.clock = ProcessingClock.start(restore.processing_ms if restore is not None else None, wall_ms)
         # Offset after the last processed record; None until known (no commit yet and nothing read).
@@ -284,8 +281,7 @@ class PartitionState:
         if self.lineage_headers and msg.headers:
             bad = self._unreadable_forward(msg)
             if bad is not None:
-                self.pipeline.count_dead_letter(bad)
-                self._route_records([bad], msg.key, out)
+                self._route(self.pipeline.count_dead_letter(bad), msg.key, out)
                 return
         key = msg.key
         recs = self.pipeline.feed(
@@ -471,25 +467,14 @@ class PartitionState:
 
     # ------------------------------------------------------------------ outputs
 
-    def _route_records(self, recs: list[Record], input_key: bytes | None, out: list[Emitted]) -> None:
-        topics = self.outputs
-        for rec in recs:
-            kind = rec["kind"]
-            if kind == _PAIR:
-                out.append(Emitted(topics.pairs, rec["conversation_id"].encode(), rec))
-            elif kind == _DEAD_LETTER:
-                out.append(Emitted(topics.dead_letters, input_key, rec))
-            else:
-                out.append(Emitted(topics.orphans, rec["conversation_id"].encode(), rec))
-
-    def _route_encoded(self, recs: list[Any], input_key: bytes | None, out: list[Emitted]) -> None:
+    def _route(self, recs: list[RoutedOutput], input_key: bytes | None, out: list[Emitted]) -> None:
         """The compiled core's routed outputs, `(bytes, kind, conversation id, OutputMeta)`: routed
         by kind, keyed by conversation id, never decoded."""
         topics = self.outputs
         for data, kind, cid, meta in recs:
-            if kind == _PAIR:
-                out.append(Emitted(topics.pairs, cid.encode(), data, meta))
-            elif kind == _DEAD_LETTER:
+            if kind == _DEAD_LETTER or cid is None:  # a pair or an orphan always has its id
                 out.append(Emitted(topics.dead_letters, input_key, data, meta))
+            elif kind == _PAIR:
+                out.append(Emitted(topics.pairs, cid.encode(), data, meta))
             else:
                 out.append(Emitted(topics.orphans, cid.encode(), data, meta))

@@ -16,12 +16,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
 from stream_pairer.adapters.kafka.clients import tp_key
-from stream_pairer.adapters.kafka.config import partition_tagger
 from stream_pairer.adapters.kafka.delivery import Backoff
 from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState
 from stream_pairer.adapters.kafka.topics import committed_offsets
-from stream_pairer.core.engines import make_pipeline
+from stream_pairer.core.native import NativePipeline
 from stream_pairer.errors import Fenced, OutputTooLarge, SidecarError
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import PartitionState
@@ -248,10 +247,9 @@ class PartitionsMixin(SidecarState):
                         "plain replay",
                         tp_key(tp), chain.newest.committed, offset,
                     )  # fmt: skip
-            pipeline = make_pipeline(
-                cfg.pairing_engine, cfg.engine, cfg.formats,
-                tagger=partition_tagger(cfg.tagger), observer=self.metrics, routed=True,
-            )  # fmt: skip
+            pipeline = NativePipeline(
+                cfg.engine, cfg.formats, tagger=cfg.tagger, observer=self.metrics, routed=True
+            )
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),
                 start_offset=offset, restore=cp, wall_ms=self._wall() * 1000,

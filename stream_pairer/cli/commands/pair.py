@@ -29,10 +29,9 @@ from stream_pairer.cli.options import (
     format_config_from_args,
     tagger_from_args,
 )
-from stream_pairer.core.engines import make_pipeline, resolve_engine
 from stream_pairer.core.native import NativePipeline
-from stream_pairer.core.pipeline import Pipeline, Summary
-from stream_pairer.core.vocab import OrphanReason, Record
+from stream_pairer.core.pipeline import Summary
+from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
@@ -82,9 +81,8 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
     try:
         tagger = tagger_from_args(args)
-        engine = resolve_engine(args.engine, tagger)
         format_config = format_config_from_args(args)
-        pipeline = make_pipeline(engine, engine_config_from_args(args), format_config, tagger=tagger)
+        pipeline = NativePipeline(engine_config_from_args(args), format_config, tagger=tagger)
     except (OSError, ValueError, NativeUnavailable) as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2
@@ -123,8 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 2 if isinstance(err, OutputRefused) else 1
     progress.done()
     elapsed = time.monotonic() - started
-    # The compiled core keeps the tagger's counts itself (the tagger object only gave settings).
-    crossings = dict(getattr(pipeline, "crossings", None) or getattr(tagger, "crossings", {}))
+    crossings = dict(pipeline.crossings)
     size = OutputSize(input_bytes, dict(writer.bytes_by_kind))
     if args.summary_json is not None:
         import orjson  # noqa: PLC0415 - only needed for this option
@@ -134,7 +131,6 @@ def run(args: argparse.Namespace) -> int:
             | {
                 "loop_cap_crossings": crossings,
                 "history_ids_forgotten": pipeline.dedup.forgotten,
-                "engine": engine,
                 "seconds": round(elapsed, 3),
             }
             | size.as_dict()
@@ -145,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"stream-pairer pair: {err}", file=sys.stderr)
             return 2 if isinstance(err, OutputRefused) else 1
     if not args.quiet:
-        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size, engine=engine))
+        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size))
     return 0
 
 
@@ -180,9 +176,9 @@ class OutputSize:
 
 
 def feed_file(
-    pipeline: Pipeline | NativePipeline,
+    pipeline: NativePipeline,
     records: FileRecords,
-    write: Callable[[Sequence[Record | bytes]], None],
+    write: Callable[[Sequence[bytes]], None],
     tick: Callable[[], None] | None = None,
 ) -> int:
     """Every record of one input file through the pipeline; returns the record bytes read (see
@@ -241,8 +237,6 @@ def render_summary(
     out: Path,
     crossings: dict[str, int] | None = None,
     size: OutputSize | None = None,
-    *,
-    engine: str | None = None,
 ) -> str:
     rows: list[tuple[str, int | str]] = [
         ("records read", s.records),
@@ -285,6 +279,5 @@ def render_summary(
         f"conservation: {acc['events_in']} events in, {acc['events_out']} in pairs/orphans"
         f" ({'ok' if acc['events_in'] == acc['events_out'] else 'MISMATCH'})"
     )
-    ran = "" if engine is None else f", {engine} engine"
-    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
+    lines.append(f"outputs in {out}/ ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s)")
     return "\n".join(lines)

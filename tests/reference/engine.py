@@ -1,4 +1,8 @@
-"""The pairing core: ID first, FIFO only as a fallback, and never drop an orphan.
+"""The reference model of the pairing rules (not a production path: the compiled core in native/src
+is the one implementation; tests compare it against this model, the shortest clear statement of
+the rules).
+
+The pairing core: ID first, FIFO only as a fallback, and never drop an orphan.
 
 Pure and synchronous on purpose: no I/O, no asyncio, no clock reads. Every entry point takes the
 time from its caller, so the same input gives the same output (the Kafka adapter relies on that to
@@ -50,23 +54,31 @@ import hashlib
 import heapq
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import orjson
 
 from stream_pairer.core import vocab
+from stream_pairer.core.config import HELD_BYTES_PER_EVENT, HELD_BYTES_PER_INPUT_BYTE, EngineConfig, held_cost
 from stream_pairer.core.model import ToolEvent, format_ts
-from stream_pairer.core.state import Conversation, Held
 from stream_pairer.core.vocab import (
-    DEFAULT_RAW_MODE,
     EvictionLimit,
     FifoBy,
     Match,
     OrphanReason,
-    RawMode,
     RecordKind,
 )
+from tests.reference.state import Conversation, Held
+
+# Re-exported: the tests read the shared settings where they read the model.
+__all__ = [
+    "HELD_BYTES_PER_EVENT",
+    "HELD_BYTES_PER_INPUT_BYTE",
+    "Engine",
+    "EngineConfig",
+    "held_cost",
+    "pair_id",
+]
 
 Record = vocab.Record  # here too, where most callers have always imported it from
 
@@ -92,20 +104,6 @@ SHUTDOWN: Final = OrphanReason.SHUTDOWN.value
 PAIRED: Final = "paired"
 PAIRED_FIFO: Final = "paired_fifo"
 
-# What one held event costs in memory, as a linear estimate of its input size: the held-bytes limit
-# is meant to bound memory, and an event's raw size is only about a fifth of what holding it costs.
-# Calibration and its figures: BENCHMARKS.md, "Figures behind constants in the code"; re-run
-# `python bench/memory_breakdown.py --conversations 20000` after changing what a held event keeps alive.
-HELD_BYTES_PER_INPUT_BYTE = 2.9
-HELD_BYTES_PER_EVENT = 1_860
-
-
-def held_cost(size: int) -> int:
-    """Estimated bytes of memory held for an event of `size` input bytes. A pure function of the
-    size, so charging and releasing an event always move `held_bytes` by the same amount."""
-    return int(size * HELD_BYTES_PER_INPUT_BYTE) + HELD_BYTES_PER_EVENT
-
-
 # The idle-conversation sweep runs when processing time moved at least this much since the last
 # one: running it on every event cost ~3 % of the engine loop, and a TTL is minutes, not milliseconds.
 IDLE_SWEEP_EVERY_MS = 1_000.0
@@ -127,40 +125,6 @@ class Tagger(Protocol):
     def on_pending_request(self, conversation_id: str, ts_ms: float | None) -> None: ...
 
     def tag(self, record: Record, call: ToolEvent | None, result: ToolEvent | None) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    # Both timers count twice: in the event time of the held event's conversation, and in processing
-    # time (see the module docstring); whichever expires first emits the event.
-    call_timeout_ms: float = 10 * 60_000.0
-    result_grace_ms: float = 30_000.0
-    # Idle conversation state (closed ids, tagging counters) is kept this long (processing time)
-    # after its last event, so that a duplicate result or a repeated call is still recognised; the
-    # LRU limit bounds it too, and alone in file mode.
-    conversation_ttl_ms: float = 60 * 60_000.0
-    max_conversations: int = 100_000
-    max_calls_per_conversation: int = 1_000
-    # Estimated bytes (see `held_cost`), not raw input bytes.
-    max_held_bytes: int = 256 * 1024 * 1024
-    max_closed_ids_per_conversation: int = 256
-    # Closed ids remembered in all conversations together: the per-conversation limit alone let
-    # them grow to max_conversations x 256 entries (~160 B each: gigabytes at the defaults), the
-    # RSS creep of BENCHMARKS.md part 4. ~0.2 KB each with the engine-wide index.
-    max_closed_ids: int = 100_000
-    # Which output sides carry `raw` (the original block): vocab.RawMode says what each mode keeps.
-    # Output shape only: pairing, limits and held-bytes accounting are the same in every mode.
-    raw: RawMode = DEFAULT_RAW_MODE
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "raw", RawMode(self.raw))  # "call" given as a plain str is checked too
-        for name in ("max_conversations", "max_calls_per_conversation", "max_held_bytes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.max_closed_ids < 0 or self.max_closed_ids_per_conversation < 0:
-            raise ValueError("max_closed_ids and max_closed_ids_per_conversation must be >= 0")
-        if self.call_timeout_ms <= 0 or self.result_grace_ms < 0:
-            raise ValueError("call_timeout_ms must be > 0 and result_grace_ms >= 0")
 
 
 def pair_id(conversation_id: str, call: ToolEvent) -> str:

@@ -1,4 +1,7 @@
-"""Failure-point tagging: which of the five points a tool call went wrong at, and the outcome.
+"""The reference model of failure-point tagging (the compiled core runs it: native/src/tagging.rs;
+tests compare the two).
+
+Failure-point tagging: which of the five points a tool call went wrong at, and the outcome.
 
 The second source article's first step is not to edit prompts but to tag every call with the point
 where it failed and count: a week later one table says what to fix. The engine calls
@@ -20,7 +23,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from stream_pairer.core.config import (
+    MAX_CALLS_PER_CONVERSATION,
+    MAX_CONVERSATION_MS,
+    MAX_HASHES_PER_CONVERSATION,
+    MAX_HASHES_TOTAL,
+)
 from stream_pairer.core.model import ToolEvent
+from stream_pairer.core.toolcheck import cut as _cut
+from stream_pairer.core.toolcheck import decode_arguments, schema_findings
 from stream_pairer.core.vocab import FailurePoint, OrphanReason, Outcome, RecordKind
 
 if TYPE_CHECKING:  # a registry is built (loading jsonschema_rs) only when --tool-schemas asks for one
@@ -47,12 +58,6 @@ _TIMEOUT: Final = OrphanReason.TIMEOUT.value
 POINTS: Final = (TOOL_SELECTION, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION, TERMINATION)
 PRIORITY: Final = {p: i for i, p in enumerate(POINTS)}
 
-MAX_DETAIL: Final = 200
-# Defaults of the tagger's limits (the command-line options read them from here).
-MAX_CALLS_PER_CONVERSATION: Final = 12  # the article's loop brake: calls before `termination`
-MAX_CONVERSATION_MS: Final = 10 * 60_000.0  # and wall time from a conversation's first call
-MAX_HASHES_PER_CONVERSATION: Final = 256  # repeat-check memory per conversation
-MAX_HASHES_TOTAL: Final = 200_000  # and per engine (partition)
 # Request starts remembered for conversations the engine does not hold yet (a prompt comes before
 # the first call): the oldest is forgotten past it; its request's time then counts from its first
 # call instead of its prompt.
@@ -536,22 +541,6 @@ class FailureTagger:
 _REDELIVERY: Final = "\x00redelivery"
 
 
-def schema_findings(
-    schemas: ToolSchemaRegistry, name: str | None, args: Any, bad_json: bool
-) -> dict[str, str]:
-    """The points the `--tool-schemas` check gives a call: an unregistered tool, or arguments
-    its schema refuses (not checked when they are not even JSON). Shared with the compiled core,
-    which calls it back only when schemas are configured, so that both word it identically."""
-    tool = schemas.get(name)
-    if tool is None:
-        return {TOOL_SELECTION: _cut(f"tool {name!r} is not among the {len(schemas)} registered tools")}
-    if not bad_json:
-        violation = tool.check(args)
-        if violation is not None:
-            return {ARGUMENT_CONSTRUCTION: violation.detail()}
-    return {}
-
-
 def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
     """The call's arguments as a JSON value, and a detail when they are an undecodable JSON string.
 
@@ -567,15 +556,6 @@ def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
     if isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] in FREEFORM_CALL_TYPES:
         return args, None
     return decode_arguments(args)
-
-
-def decode_arguments(text: str) -> tuple[Any, str | None]:
-    """Arguments given as a JSON string: the decoded value, or the text itself and a detail when
-    it is not JSON. Shared with the compiled core (orjson's error message is part of the detail)."""
-    try:
-        return orjson.loads(text), None
-    except orjson.JSONDecodeError as err:
-        return text, _cut(f"arguments are not valid JSON ({len(text)} chars): {err}")
 
 
 def _call_key(name: str | None, args: Any) -> int:
@@ -647,7 +627,3 @@ def _first_line(s: str) -> str:
     s = s.strip()
     i = s.find("\n")
     return s if i < 0 else s[:i]
-
-
-def _cut(s: str) -> str:
-    return s if len(s) <= MAX_DETAIL else s[: MAX_DETAIL - 3] + "..."
