@@ -126,7 +126,7 @@ def count_skipped(
     info: RecordInfo,
     mark: Callable[[str, float | None], None],
 ) -> None:
-    """A readable record without events, in either engine: counted (by type when no format knows
+    """A readable record without events (the core's Python read path, and the reference model): counted (by type when no format knows
     its type), observed, and its request starts passed on (they stay in `info`)."""
     summary.skipped += 1
     if info.skipped_type is not None:
