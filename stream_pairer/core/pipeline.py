@@ -126,8 +126,9 @@ def count_skipped(
     info: RecordInfo,
     mark: Callable[[str, float | None], None],
 ) -> None:
-    """A readable record without events (the core's Python read path, and the reference model): counted (by type when no format knows
-    its type), observed, and its request starts passed on (they stay in `info`)."""
+    """A readable record without events (the core's Python read path, and the reference model):
+    counted (by type when no format knows its type), observed, and its request starts passed on
+    (they stay in `info`)."""
     summary.skipped += 1
     if info.skipped_type is not None:
         summary.count_skipped_type(info.skipped_type)
