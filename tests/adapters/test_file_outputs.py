@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_pairer.adapters.files import OutputWriter
+from stream_pairer.adapters.outputs import OutputWriter
 from stream_pairer.cli.app import main
 from stream_pairer.errors import InputError
 

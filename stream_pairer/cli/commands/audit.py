@@ -21,8 +21,9 @@ from typing import TextIO
 
 import orjson
 
-from stream_pairer.adapters.files import OUTPUT_FILES, FileRecords, Oversize, expand_inputs, read_lines
+from stream_pairer.adapters.files import FileRecords, Oversize, expand_inputs, read_lines
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
+from stream_pairer.adapters.outputs import OUTPUT_FILES
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
 from stream_pairer.cli.kafka_options import add_security_arguments, security_from_args
 from stream_pairer.cli.options import add_option, positive_float, positive_int

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from stream_pairer.adapters.files import (
-    FileRecords,
+from stream_pairer.adapters.files import FileRecords, Oversize, expand_inputs
+from stream_pairer.adapters.outputs import (
     OutputWriter,
-    Oversize,
     check_extra_output,
     check_inputs,
     check_output_dir,
-    expand_inputs,
     write_private_file,
 )
 from stream_pairer.cli.options import (
