@@ -5,6 +5,7 @@
 //! parses it and passes each event to `process` as pre-encoded JSON fragments, so both paths
 //! share one pairing state.
 
+mod batch;
 mod bedrock;
 mod canonical;
 mod engine;
@@ -790,5 +791,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_canonical, m)?)?;
     m.add_function(wrap_pyfunction!(classify_result, m)?)?;
     m.add_function(wrap_pyfunction!(input_rejection, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::feed_block, m)?)?;
     Ok(())
 }

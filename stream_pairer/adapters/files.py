@@ -159,7 +159,7 @@ def split_lines(
                     pending.clear()
                 else:
                     line = chunk[start:nl]
-                item = _line(line, limit)
+                item = read_line(line, limit)
                 if item is not None:
                     yield lineno, item
             start = nl + 1
@@ -167,12 +167,79 @@ def split_lines(
     if over >= 0:
         yield lineno + 1, Oversize(over, over_head)
     elif pending:
-        item = _line(bytes(pending), limit)
+        item = read_line(bytes(pending), limit)
         if item is not None:
             yield lineno + 1, item
 
 
-def _line(line: bytes, limit: int) -> bytes | Oversize | None:
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Whole lines cut from one read, each ending in a newline, handed over as one piece (the
+    compiled core's `feed_block` reads them as `_line` does); `lineno` is the number of the line
+    before the first."""
+
+    lineno: int
+    data: bytes
+
+
+def split_blocks(
+    stream: IO[bytes], head: bytes, max_bytes: int | None
+) -> Iterator[tuple[int, bytes | Oversize] | Block]:
+    """`split_lines`, with the lines that lie whole inside one read given as a `Block` instead of
+    one by one; a line that spans reads (or is too long) comes alone, exactly as `split_lines`
+    gives it. So every line is read the same way either way, with one Python step per read
+    instead of one per line."""
+    limit = max_bytes if max_bytes is not None else -1
+    pending = bytearray()
+    over = -1  # >= 0: the current line is oversize; bytes counted so far
+    over_head = b""
+    lineno = 0
+    chunk = head or stream.read(CHUNK)
+    while chunk:
+        start = 0
+        n = len(chunk)
+        while start < n:
+            if over < 0 and not pending:
+                last = chunk.rfind(b"\n", start)
+                if last >= 0:
+                    yield Block(lineno, chunk[start : last + 1])
+                    lineno += chunk.count(b"\n", start, last + 1)
+                    start = last + 1
+                    continue
+            nl = chunk.find(b"\n", start)
+            if nl < 0:  # the line goes on in the next chunk
+                if over >= 0:
+                    over += n - start
+                elif limit >= 0 and len(pending) + n - start > limit + 1:  # +1: a CR before the LF
+                    over = len(pending) + n - start
+                    over_head = bytes(pending[:OVERSIZE_HEAD] or chunk[start : start + OVERSIZE_HEAD])
+                    pending.clear()
+                else:
+                    pending += chunk[start:]
+                break
+            lineno += 1
+            if over >= 0:
+                yield lineno, Oversize(over + nl - start, over_head)
+                over = -1
+            else:
+                pending += chunk[start:nl]
+                item = read_line(bytes(pending), limit)
+                pending.clear()
+                if item is not None:
+                    yield lineno, item
+            start = nl + 1
+        chunk = stream.read(CHUNK)
+    if over >= 0:
+        yield lineno + 1, Oversize(over, over_head)
+    elif pending:
+        item = read_line(bytes(pending), limit)
+        if item is not None:
+            yield lineno + 1, item
+
+
+def read_line(line: bytes, limit: int) -> bytes | Oversize | None:
+    """One line as a record: its trailing CR dropped; an Oversize past `limit` (-1: none); None
+    when blank. The compiled core's `feed_block` reads a Block's lines the same way."""
     body = line[:-1] if line.endswith(b"\r") else line
     if 0 <= limit < len(body):
         return Oversize(len(body), body[:OVERSIZE_HEAD])
@@ -233,6 +300,34 @@ class FileRecords:
         finally:
             if self.name != "-":
                 stream.close()
+
+    def blocks(self) -> Iterator[tuple[Source, bytes | Oversize, str] | Block]:
+        """What `__iter__` gives, with JSONL lines that lie whole inside one read handed over as a
+        `Block` (see `split_blocks`); a document's items, and lines that span reads, one by one."""
+        stream = open_input(self.name)
+        try:
+            head = stream.read(CHUNK)
+            if _is_document(head, len(head) < CHUNK):
+                self.kind = "document"
+                body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a Windows editor's BOM
+                yield from self._document(_Chained(body, stream, self.max_bytes or DOCUMENT_REST_LIMIT))
+            else:
+                for item in split_blocks(stream, head, self.max_bytes):
+                    if isinstance(item, Block):
+                        yield item
+                    else:
+                        lineno, raw = item
+                        yield {"file": self.label, "line": lineno}, raw, self._key(None)
+        except (OSError, EOFError, gzip.BadGzipFile) as err:
+            raise InputError(f"cannot read {self.name}: {err}") from err
+        finally:
+            if self.name != "-":
+                stream.close()
+
+    @property
+    def key(self) -> str:
+        """The conversation id of the records that carry none, as it stands now."""
+        return self._key(None)
 
     def _key(self, doc_key: str | None) -> str:
         return self.forced or self.session or doc_key or self.label

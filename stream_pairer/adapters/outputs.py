@@ -25,6 +25,13 @@ OUTPUT_FILES = {
     RecordKind.DEAD_LETTER.value: "dead_letter.jsonl",
 }
 _KIND_AT: Final = len(b'{"kind":"')  # where an encoded output record's kind starts
+# The order of the record byte counts `NativePipeline.feed_block` returns.
+_KINDS: Final = (
+    RecordKind.PAIR.value,
+    RecordKind.ORPHAN_CALL.value,
+    RecordKind.ORPHAN_RESULT.value,
+    RecordKind.DEAD_LETTER.value,
+)
 
 
 class OutputWriter:
@@ -76,6 +83,23 @@ class OutputWriter:
             f, kind = by_encoded[rec[_KIND_AT : rec.index(b'"', _KIND_AT)]]
             f.write(rec + b"\n")
             sizes[kind] += len(rec)
+
+    def write_files(
+        self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
+    ) -> None:
+        """Outputs already grouped per file by the compiled core (`NativePipeline.feed_block`):
+        appended as they are; `sizes` are the record bytes by kind (pair, orphan_call,
+        orphan_result, dead_letter), line breaks not counted."""
+        files = self._files
+        if pairs:
+            files["pairs.jsonl"].write(pairs)
+        if orphans:
+            files["orphans.jsonl"].write(orphans)
+        if dead_letters:
+            files["dead_letter.jsonl"].write(dead_letters)
+        by_kind = self.bytes_by_kind
+        for kind, n in zip(_KINDS, sizes, strict=True):
+            by_kind[kind] += n
 
     def close(self) -> None:
         """Complete the run: make the temporary files durable, then rename them into place."""

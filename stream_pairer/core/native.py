@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -74,6 +74,25 @@ except ImportError as err:  # pragma: no cover - exercised by a subprocess test 
         "(pip install stream-pairer), or install a Rust toolchain (https://rustup.rs) and run "
         "`pip install .` again; in a source checkout, `bash scripts/dev_native.sh` builds it in place"
     ) from err
+
+
+class BlockOut(NamedTuple):
+    """What `NativePipeline.feed_block` gives for one block of lines."""
+
+    pairs: bytes  # to append to pairs.jsonl (records, each followed by a newline)
+    orphans: bytes  # to orphans.jsonl
+    dead_letters: bytes  # to dead_letter.jsonl
+    sizes: tuple[int, int, int, int]  # record bytes: pair, orphan_call, orphan_result, dead_letter
+    consumed: int  # bytes of the block read
+    lineno: int  # number of the last line read
+    input_bytes: int  # bytes of the records fed (lines without their line breaks)
+    fed: int  # records fed
+    status: int  # BLOCK_DONE, BLOCK_OVERSIZE (stopped before a line over the limit) or BLOCK_SESSION
+
+
+BLOCK_DONE: Final = 0
+BLOCK_OVERSIZE: Final = 1  # stopped before a line over the record size limit: the reader's Oversize
+BLOCK_SESSION: Final = 2  # stopped after a record that announced a session id (Codex session_meta)
 
 
 class NativePipeline:
@@ -246,6 +265,13 @@ class NativePipeline:
             count,
         )
         return out
+
+    def feed_block(  # noqa: PLR0917 - the compiled entry point's own positional order
+        self, block: bytes, label: str, lineno: int, key: str, limit: int, watch_session: bool
+    ) -> BlockOut:
+        """Whole JSONL lines (adapters/files.py `Block`) through the core in one call: the
+        encoded outputs per output file and the counts (native/src/batch.rs). Unrouted only."""
+        return BlockOut(*_native.feed_block(self.core, block, label, lineno, key, limit, watch_session))
 
     def _keeps_raw(self, is_call: bool) -> bool:
         return self._raw_sides[0 if is_call else 1] or (is_call and self._tagged)

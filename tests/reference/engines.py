@@ -13,10 +13,11 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from stream_pairer.adapters.files import Oversize, read_line
 from stream_pairer.core.config import EngineConfig, TaggingConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.model import output_meta
-from stream_pairer.core.native import NativePipeline
+from stream_pairer.core.native import BLOCK_DONE, BLOCK_OVERSIZE, BLOCK_SESSION, BlockOut, NativePipeline
 from stream_pairer.core.pipeline import PipelineObserver
 from stream_pairer.core.vocab import Record
 from tests.reference.engine import Engine, Tagger
@@ -70,6 +71,39 @@ class EncodedReference(Pipeline):
     def count_dead_letter(self, rec: Record) -> list[Any]:  # type: ignore[override]
         super().count_dead_letter(rec)
         return self._enc([rec])
+
+    def feed_block(
+        self, block: bytes, label: str, lineno: int, key: str, limit: int, watch_session: bool
+    ) -> BlockOut:
+        """The reference of the core's `feed_block` (native/src/batch.rs): each whole line read
+        as `read_line` reads it, fed, its outputs grouped per output file; stops before a line
+        over the limit and after a record that announced a session id."""
+        files: list[list[bytes]] = [[], [], []]
+        sizes = [0, 0, 0, 0]
+        at, fed, size, status = 0, 0, 0, BLOCK_DONE
+        kinds = ("pair", "orphan_call", "orphan_result", "dead_letter")
+        while (nl := block.find(b"\n", at)) >= 0:
+            rec = read_line(block[at:nl], limit)
+            if isinstance(rec, Oversize):
+                status = BLOCK_OVERSIZE
+                break
+            at = nl + 1
+            lineno += 1
+            if rec is None:
+                continue
+            size += len(rec)
+            fed += 1
+            for out in self.feed(rec, {"file": label, "line": lineno}, key=key):
+                kind = kinds.index(orjson.loads(out)["kind"])
+                sizes[kind] += len(out)
+                files[(0, 1, 1, 2)[kind]].append(out + b"\n")
+            if watch_session and self.info.session_id is not None:
+                status = BLOCK_SESSION
+                break
+        pairs, orphans, dead = (b"".join(f) for f in files)
+        return BlockOut(
+            pairs, orphans, dead, (sizes[0], sizes[1], sizes[2], sizes[3]), at, lineno, size, fed, status
+        )
 
     @property
     def crossings(self) -> dict[str, int]:

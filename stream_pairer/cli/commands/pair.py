@@ -6,12 +6,12 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from stream_pairer.adapters.files import FileRecords, Oversize, expand_inputs
+from stream_pairer.adapters.filefeed import feed_file
+from stream_pairer.adapters.files import FileRecords, expand_inputs
 from stream_pairer.adapters.outputs import (
     OutputWriter,
     check_extra_output,
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                     conversation_id=args.conversation_id,
                     conversation_fields=format_config.conversation_fields,
                 )
-                input_bytes += feed_file(pipeline, records, writer.write, progress.tick)
+                input_bytes += feed_file(pipeline, records, writer, progress.tick)
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
             writer.write(
@@ -173,31 +173,6 @@ class OutputSize:
         }
 
 
-def feed_file(
-    pipeline: NativePipeline,
-    records: FileRecords,
-    write: Callable[[Sequence[bytes]], None],
-    tick: Callable[[], None] | None = None,
-) -> int:
-    """Every record of one input file through the pipeline; returns the record bytes read (see
-    OutputSize). A session id announced by a record (Codex `session_meta`) becomes the
-    conversation of the file's later records, unless --conversation-id fixed it."""
-    info = pipeline.info
-    size = 0
-    for source, raw, key in records:
-        if isinstance(raw, Oversize):
-            size += raw.size
-            write(pipeline.reject(raw.head, raw.size, source, raw.reason, raw.detail))
-        else:
-            size += len(raw)
-            write(pipeline.feed(raw, source, key=key))
-            if info.session_id is not None and records.forced is None:
-                records.set_session(info.session_id)
-        if tick is not None:
-            tick()  # no summary read here: the Summary is assembled from counters, once, at the end
-    return size
-
-
 class _Progress:
     """A progress line on stderr for long inputs: only after the first PROGRESS_EVERY_S seconds."""
 
@@ -208,11 +183,12 @@ class _Progress:
         self.shown = False
         self._n = 0
 
-    def tick(self) -> None:
-        """One record read (fed or rejected). The count is the ticks themselves, so the line
-        costs an increment per record and never reads the pipeline's summary."""
-        self._n += 1
-        if self.stream is None or self._n & 1023:
+    def tick(self, n: int = 1) -> None:
+        """`n` more records read (fed or rejected): the count is the ticks themselves, so the
+        line never reads the pipeline's summary. Checked for time every ~1024 records."""
+        before = self._n
+        self._n += n
+        if self.stream is None or (before >> 10) == (self._n >> 10):
             return
         now = time.monotonic()
         if now < self.next_at:
