@@ -10,17 +10,28 @@ path, with the same records and counts either way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from stream_pairer.adapters.files import Block, FileRecords, Oversize, read_line
-from stream_pairer.adapters.outputs import OutputWriter
 from stream_pairer.core.native import BLOCK_OVERSIZE, BLOCK_SESSION, NativePipeline
 
 Tick = Callable[[int], None]
 
 
+class OutputSink(Protocol):
+    """Where a file's outputs go: `adapters.outputs.OutputWriter` (the `pair` command), or the
+    public API's list (`stream_pairer.api.Sink`)."""
+
+    def write(self, records: Sequence[bytes]) -> None: ...
+
+    def write_files(
+        self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
+    ) -> None: ...
+
+
 def feed_file(
-    pipeline: NativePipeline, records: FileRecords, writer: OutputWriter, tick: Tick | None = None
+    pipeline: NativePipeline, records: FileRecords, writer: OutputSink, tick: Tick | None = None
 ) -> int:
     """Every record of one input file through the pipeline, its outputs written; returns the
     record bytes read (see pair's OutputSize). A session id announced by a record (Codex
@@ -47,7 +58,7 @@ def feed_file(
 
 
 def _feed_block(
-    pipeline: NativePipeline, records: FileRecords, block: Block, writer: OutputWriter, tick: Tick | None
+    pipeline: NativePipeline, records: FileRecords, block: Block, writer: OutputSink, tick: Tick | None
 ) -> int:
     """A block through the core; a line it stops at (over the size limit, or after a session id)
     is handled here and the rest of the block goes on."""

@@ -67,7 +67,7 @@ from stream_pairer.errors import NativeUnavailable
 __all__ = ["NativePipeline", "NativeUnavailable"]
 
 try:  # the compiled core is required: it is the one implementation of pairing and tagging
-    from stream_pairer import _native  # type: ignore[attr-defined,unused-ignore]
+    import stream_pairer._native as _native  # type: ignore[import-not-found,unused-ignore]  # noqa: PLR0402 - a submodule, not the package __getattr__ (mypy)
 except ImportError as err:  # pragma: no cover - exercised by a subprocess test with the module hidden
     raise NativeUnavailable(
         "stream_pairer._native, the compiled core, is not built in this install. Install a wheel "

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
+from stream_pairer import api
 from stream_pairer.cli import options
 from stream_pairer.cli.app import main
 from stream_pairer.cli.commands import pair as pair_command
@@ -50,7 +51,7 @@ def _run(engine: str, inputs: list[Path], out: Path, extra: list[str]) -> dict[s
     argv = ["pair", *map(str, inputs), "--out", str(out), "-q"]
     with pytest.MonkeyPatch.context() as mp:
         if engine == "python":
-            mp.setattr(pair_command, "NativePipeline", reference_pipeline)
+            mp.setattr(api, "NativePipeline", reference_pipeline)
         assert main([*argv, "--summary-json", str(summary), *extra]) == 0
     body: dict[str, Any] = orjson.loads(summary.read_bytes())
     assert "engine" not in body  # one engine: nothing to name

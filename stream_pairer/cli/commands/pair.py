@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from stream_pairer.adapters.filefeed import feed_file
-from stream_pairer.adapters.files import FileRecords, expand_inputs
+from stream_pairer.adapters.files import expand_inputs
 from stream_pairer.adapters.outputs import (
     OutputWriter,
     check_extra_output,
@@ -19,6 +18,7 @@ from stream_pairer.adapters.outputs import (
     check_output_dir,
     write_private_file,
 )
+from stream_pairer.api import Pairer
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -27,9 +27,7 @@ from stream_pairer.cli.options import (
     format_config_from_args,
     tagger_from_args,
 )
-from stream_pairer.core.native import NativePipeline
 from stream_pairer.core.pipeline import Summary
-from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused
 from stream_pairer.ops.gctune import tune_gc
 
@@ -80,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         tagger = tagger_from_args(args)
         format_config = format_config_from_args(args)
-        pipeline = NativePipeline(engine_config_from_args(args), format_config, tagger=tagger)
+        pairer = Pairer(engine_config_from_args(args), format_config, tagging=tagger)
     except (OSError, ValueError, NativeUnavailable) as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2
@@ -98,37 +96,29 @@ def run(args: argparse.Namespace) -> int:
         return 2 if isinstance(err, OutputRefused) else 1
     started = time.monotonic()
     progress = _Progress(None if args.quiet else sys.stderr, started)
-    input_bytes = 0
     try:
         with OutputWriter(args.out, inputs) as writer:
             for name in inputs:
-                records = FileRecords(
-                    name,
-                    max_bytes=format_config.max_record_bytes,
-                    conversation_id=args.conversation_id,
-                    conversation_fields=format_config.conversation_fields,
-                )
-                input_bytes += feed_file(pipeline, records, writer, progress.tick)
+                pairer.feed_file(name, conversation_id=args.conversation_id, sink=writer, tick=progress.tick)
             # End of a finite input: an open call will never get its result, and a held result's
             # call will never come; both are kept as orphans, never dropped.
-            writer.write(
-                pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
-            )
+            writer.write(pairer.flush())
     except InputError as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2 if isinstance(err, OutputRefused) else 1
     progress.done()
     elapsed = time.monotonic() - started
-    crossings = dict(pipeline.crossings)
-    size = OutputSize(input_bytes, dict(writer.bytes_by_kind))
+    crossings = pairer.crossings
+    summary = pairer.stats
+    size = OutputSize(pairer.input_bytes, dict(writer.bytes_by_kind))
     if args.summary_json is not None:
         import orjson  # noqa: PLC0415 - only needed for this option
 
         body = (
-            pipeline.summary.as_dict()
+            summary.as_dict()
             | {
                 "loop_cap_crossings": crossings,
-                "history_ids_forgotten": pipeline.dedup.forgotten,
+                "history_ids_forgotten": pairer.pipeline.dedup.forgotten,
                 "seconds": round(elapsed, 3),
             }
             | size.as_dict()
@@ -139,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"stream-pairer pair: {err}", file=sys.stderr)
             return 2 if isinstance(err, OutputRefused) else 1
     if not args.quiet:
-        print(render_summary(pipeline.summary, elapsed, args.out, crossings, size))
+        print(render_summary(summary, elapsed, args.out, crossings, size))
     return 0
 
 
