@@ -39,6 +39,7 @@ from stream_pairer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK: Final = 1 << 16  # bytes read at a time from an input
+CR: Final = 13  # b"\r"
 OVERSIZE_HEAD: Final = 4096  # first bytes of an oversize line kept for its dead letter
 DOCUMENT_REST_LIMIT: Final = 1 << 20  # bytes of a broken document's rest kept without --max-record-bytes
 # Top-level keys of a document whose array value holds the messages, in the order tried.
@@ -125,51 +126,21 @@ def read_lines(name: str) -> Iterator[tuple[int, bytes]]:
 def split_lines(
     stream: IO[bytes], head: bytes, max_bytes: int | None
 ) -> Iterator[tuple[int, bytes | Oversize]]:
-    """Lines of `head` + the rest of `stream`, read CHUNK bytes at a time. A line grows in
-    `pending` only up to `max_bytes` (+1 for a CR); past it only its length is counted."""
+    """Lines of `head` + the rest of `stream`, read CHUNK bytes at a time, one by one: a line
+    grows in memory only up to `max_bytes` (+1 for a CR); past it only its length is counted and
+    it comes as an Oversize. `split_blocks` with its blocks taken apart."""
     limit = max_bytes if max_bytes is not None else -1
-    pending = bytearray()
-    over = -1  # >= 0: the current line is oversize; bytes counted so far
-    over_head = b""
-    lineno = 0
-    chunk = head or stream.read(CHUNK)
-    while chunk:
-        start = 0
-        n = len(chunk)
-        while start < n:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:  # the line goes on in the next chunk
-                if over >= 0:
-                    over += n - start
-                elif limit >= 0 and len(pending) + n - start > limit + 1:  # +1: a CR before the LF
-                    over = len(pending) + n - start
-                    over_head = bytes(pending[:OVERSIZE_HEAD] or chunk[start : start + OVERSIZE_HEAD])
-                    pending.clear()
-                else:
-                    pending += chunk[start:]
-                break
-            lineno += 1
-            if over >= 0:
-                yield lineno, Oversize(over + nl - start, over_head)
-                over = -1
-            else:
-                if pending:
-                    pending += chunk[start:nl]
-                    line = bytes(pending)
-                    pending.clear()
-                else:
-                    line = chunk[start:nl]
-                item = read_line(line, limit)
-                if item is not None:
-                    yield lineno, item
+    for item in split_blocks(stream, head, max_bytes):
+        if not isinstance(item, Block):
+            yield item
+            continue
+        n, data, start = item.lineno, item.data, 0
+        while (nl := data.find(b"\n", start)) >= 0:
+            n += 1
+            rec = read_line(data[start:nl], limit)
+            if rec is not None:
+                yield n, rec
             start = nl + 1
-        chunk = stream.read(CHUNK)
-    if over >= 0:
-        yield lineno + 1, Oversize(over, over_head)
-    elif pending:
-        item = read_line(bytes(pending), limit)
-        if item is not None:
-            yield lineno + 1, item
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,14 +156,15 @@ class Block:
 def split_blocks(
     stream: IO[bytes], head: bytes, max_bytes: int | None
 ) -> Iterator[tuple[int, bytes | Oversize] | Block]:
-    """`split_lines`, with the lines that lie whole inside one read given as a `Block` instead of
-    one by one; a line that spans reads (or is too long) comes alone, exactly as `split_lines`
-    gives it. So every line is read the same way either way, with one Python step per read
-    instead of one per line."""
+    """Lines of `head` + the rest of `stream`, read CHUNK bytes at a time: the lines that lie whole
+    inside one read as one `Block` (one Python step per read, not per line; each line is then read
+    by `read_line`), a line that spans reads alone, as `(line number, bytes or Oversize)`. A line
+    grows in `pending` only up to `max_bytes` (+1 for a CR); past it only its length is counted."""
     limit = max_bytes if max_bytes is not None else -1
     pending = bytearray()
     over = -1  # >= 0: the current line is oversize; bytes counted so far
     over_head = b""
+    prev_cr = False  # the previous read ended in a CR (an oversize line's size leaves it out)
     lineno = 0
     chunk = head or stream.read(CHUNK)
     while chunk:
@@ -218,8 +190,9 @@ def split_blocks(
                     pending += chunk[start:]
                 break
             lineno += 1
-            if over >= 0:
-                yield lineno, Oversize(over + nl - start, over_head)
+            if over >= 0:  # its size without the line break (a CR before the LF included)
+                cr = chunk[nl - 1] == CR if nl > start else prev_cr
+                yield lineno, Oversize(over + nl - start - cr, over_head)
                 over = -1
             else:
                 pending += chunk[start:nl]
@@ -228,9 +201,10 @@ def split_blocks(
                 if item is not None:
                     yield lineno, item
             start = nl + 1
+        prev_cr = chunk[-1] == CR
         chunk = stream.read(CHUNK)
     if over >= 0:
-        yield lineno + 1, Oversize(over, over_head)
+        yield lineno + 1, Oversize(over - prev_cr, over_head)
     elif pending:
         item = read_line(bytes(pending), limit)
         if item is not None:
