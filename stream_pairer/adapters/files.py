@@ -131,16 +131,21 @@ def split_lines(
     it comes as an Oversize. `split_blocks` with its blocks taken apart."""
     limit = max_bytes if max_bytes is not None else -1
     for item in split_blocks(stream, head, max_bytes):
-        if not isinstance(item, Block):
+        if isinstance(item, Block):
+            yield from block_lines(item, limit)
+        else:
             yield item
-            continue
-        n, data, start = item.lineno, item.data, 0
-        while (nl := data.find(b"\n", start)) >= 0:
-            n += 1
-            rec = read_line(data[start:nl], limit)
-            if rec is not None:
-                yield n, rec
-            start = nl + 1
+
+
+def block_lines(block: Block, limit: int) -> Iterator[tuple[int, bytes | Oversize]]:
+    """A Block's lines one by one, as the compiled core's `feed_block` reads them (`read_line`)."""
+    n, data, start = block.lineno, block.data, 0
+    while (nl := data.find(b"\n", start)) >= 0:
+        n += 1
+        rec = read_line(data[start:nl], limit)
+        if rec is not None:
+            yield n, rec
+        start = nl + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,21 +264,14 @@ class FileRecords:
         self.session = session_id
 
     def __iter__(self) -> Iterator[tuple[Source, bytes | Oversize, str]]:
-        stream = open_input(self.name)
-        try:
-            head = stream.read(CHUNK)
-            if _is_document(head, len(head) < CHUNK):
-                self.kind = "document"
-                body = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a Windows editor's BOM
-                yield from self._document(_Chained(body, stream, self.max_bytes or DOCUMENT_REST_LIMIT))
-            else:
-                for lineno, raw in split_lines(stream, head, self.max_bytes):
+        """Every record, one by one: `blocks()` with its blocks taken apart."""
+        limit = self.max_bytes if self.max_bytes is not None else -1
+        for item in self.blocks():
+            if isinstance(item, Block):
+                for lineno, raw in block_lines(item, limit):
                     yield {"file": self.label, "line": lineno}, raw, self._key(None)
-        except (OSError, EOFError, gzip.BadGzipFile) as err:
-            raise InputError(f"cannot read {self.name}: {err}") from err
-        finally:
-            if self.name != "-":
-                stream.close()
+            else:
+                yield item
 
     def blocks(self) -> Iterator[tuple[Source, bytes | Oversize, str] | Block]:
         """What `__iter__` gives, with JSONL lines that lie whole inside one read handed over as a
