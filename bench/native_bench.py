@@ -276,9 +276,6 @@ def main() -> int:
     RAW[0] = RawMode(args.raw)
     if args.tagging:
         args.variants += [v for v in ("python_tag", "native_tag") if v not in args.variants]
-    if any(v.startswith("native") for v in args.variants) and not native.available():
-        print("stream_pairer._native is not built: maturin develop --release (README)", file=sys.stderr)
-        return 2
     for k in args.conversations:
         if args.memory:
             memory(k, args)

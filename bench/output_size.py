@@ -70,9 +70,7 @@ def measure(label: str, cfg: EngineConfig, recs: Records) -> None:
     for mode in RawMode:
         mode_cfg = replace(cfg, raw=mode)
         out = _python(mode_cfg, recs)
-        agree = "n/a"
-        if native.available():
-            agree = "yes" if _native(mode_cfg, recs) == out else "NO"
+        agree = "yes" if _native(mode_cfg, recs) == out else "NO"
         by_kind: Counter[str] = Counter()
         n_pairs = 0
         for b in out:

@@ -217,7 +217,6 @@ def main() -> int:
     at_warmup = next((r for t, r in rss if t >= args.warmup), None)
     growth = (rss[-1][1] / at_warmup - 1) if rss and at_warmup else None
     row = {
-        "engine": args.engine or "auto",
         "partitions": args.partitions,
         "rss_per_minute_mib": per_minute,
         "warmup_s": args.warmup,
