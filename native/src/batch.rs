@@ -140,6 +140,57 @@ pub fn feed_block<'py>(
     ))
 }
 
+/// The sidecar's batch entry point: the consumed messages of one partition fetch (objects with
+/// `offset`, `key`, `value`, `timestamp`: aiokafka's ConsumerRecord), each fed as the partition's
+/// record path feeds it (source `{"topic", "partition", "offset"}`, the key as the conversation
+/// fallback, decoded as UTF-8 with replacement, the timestamp as arrival time, a tombstone as
+/// empty bytes). Returns `(routed output, the message's key)` for every output, in order: the
+/// partition routes them (a dead letter is keyed by its input's key). Routed pipelines only; the
+/// caller leaves out messages already processed, replays and lineage headers.
+#[pyfunction]
+pub fn feed_messages<'py>(
+    core: &Bound<'py, Core>,
+    msgs: &Bound<'py, PyList>,
+    topic: &Bound<'py, PyAny>,
+    partition: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let py = core.py();
+    let out = PyList::empty(py);
+    let (k_topic, k_partition, k_offset) = (
+        intern!(py, "topic"),
+        intern!(py, "partition"),
+        intern!(py, "offset"),
+    );
+    for msg in msgs.iter() {
+        let value = msg.getattr(intern!(py, "value"))?;
+        let key = msg.getattr(intern!(py, "key"))?;
+        let arrival: f64 = msg.getattr(intern!(py, "timestamp"))?.extract()?;
+        let raw: &[u8] = if value.is_none() {
+            b""
+        } else {
+            value.downcast::<PyBytes>()?.as_bytes()
+        };
+        let source = PyDict::new(py);
+        source.set_item(k_topic, topic)?;
+        source.set_item(k_partition, partition)?;
+        source.set_item(k_offset, msg.getattr(k_offset)?)?;
+        let conv: Option<String> = if key.is_none() {
+            None
+        } else {
+            match std::str::from_utf8(key.downcast::<PyBytes>()?.as_bytes()) {
+                Ok(s) => Some(s.to_owned()),
+                // Python's own replacement rule, as `decode_key` applies it
+                Err(_) => Some(key.call_method1("decode", ("utf-8", "replace"))?.extract()?),
+            }
+        };
+        let recs = Core::feed(core, raw, source.as_any(), conv.as_deref(), Some(arrival), None, None)?;
+        for rec in recs.downcast::<PyList>()?.iter() {
+            out.append((rec, &key))?;
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

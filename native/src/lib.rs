@@ -792,5 +792,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(classify_result, m)?)?;
     m.add_function(wrap_pyfunction!(input_rejection, m)?)?;
     m.add_function(wrap_pyfunction!(batch::feed_block, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::feed_messages, m)?)?;
     Ok(())
 }

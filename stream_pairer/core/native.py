@@ -55,6 +55,7 @@ from stream_pairer.core.model import (
 from stream_pairer.core.pipeline import (
     HeldChanges,
     PipelineObserver,
+    RoutedOutput,
     StateGauges,
     Summary,
     count_skipped,
@@ -272,6 +273,16 @@ class NativePipeline:
         """Whole JSONL lines (adapters/files.py `Block`) through the core in one call: the
         encoded outputs per output file and the counts (native/src/batch.rs). Unrouted only."""
         return BlockOut(*_native.feed_block(self.core, block, label, lineno, key, limit, watch_session))
+
+    def feed_messages(
+        self, msgs: list[Any], topic: str, partition: int
+    ) -> list[tuple[RoutedOutput, bytes | None]]:
+        """A partition fetch's messages through the core in one call (routed pipelines only):
+        each output with its message's key (native/src/batch.rs `feed_messages`)."""
+        out: list[tuple[RoutedOutput, bytes | None]] = _native.feed_messages(
+            self.core, msgs, topic, partition
+        )
+        return out
 
     def _keeps_raw(self, is_call: bool) -> bool:
         return self._raw_sides[0 if is_call else 1] or (is_call and self._tagged)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any, Final, NamedTuple, Protocol
 
 from stream_pairer.core.model import OutputMeta, Source, dead_letter
@@ -220,6 +220,10 @@ class PartitionState:
     def feed(self, records: Iterable[InputRecord], wall_ms: float) -> list[Emitted]:
         """Process fetched records in offset order; return what to produce."""
         out: list[Emitted] = []
+        batch = getattr(self.pipeline, "feed_messages", None)
+        if batch is not None and self.replay is None and not self.lineage_headers:
+            self._feed_batch(records, batch, out)
+            return out
         for msg in records:
             offset = msg.offset
             if self.next_offset is not None and offset < self.next_offset:
@@ -243,6 +247,24 @@ class PartitionState:
             if not self.replay.active:
                 self._end_replay()
         return out
+
+    def _feed_batch(self, records: Iterable[InputRecord], batch: Any, out: list[Emitted]) -> None:
+        """The common case (no replay, no lineage headers): the fetch's new messages cross into
+        the core in one call (`NativePipeline.feed_messages`), fed exactly as `_feed_record` feeds
+        them one by one; only the routing of their outputs is done here."""
+        run: list[InputRecord] = []
+        nxt = self.next_offset
+        for msg in records:
+            if nxt is None or msg.offset >= nxt:  # else already processed (a stale fetch after a seek)
+                run.append(msg)
+                nxt = msg.offset + 1
+        if not run:
+            return
+        self._route_keyed(batch(run, self.topic, self.partition), out)
+        self.next_offset = nxt
+        self.last_processed = run[-1].offset
+        self.dirty = True
+        self.records_fed += len(run)
 
     def _end_replay(self) -> None:
         self._ledger.unclocked.update(self._restore_clocks)  # clocks of held events never replayed
@@ -468,10 +490,15 @@ class PartitionState:
     # ------------------------------------------------------------------ outputs
 
     def _route(self, recs: list[RoutedOutput], input_key: bytes | None, out: list[Emitted]) -> None:
-        """The compiled core's routed outputs, `(bytes, kind, conversation id, OutputMeta)`: routed
-        by kind, keyed by conversation id, never decoded."""
+        """The compiled core's routed outputs, `(bytes, kind, conversation id, OutputMeta)`, of
+        one input record (keyed `input_key`): see `_route_keyed`."""
+        self._route_keyed(zip(recs, repeat(input_key)), out)
+
+    def _route_keyed(self, items: Iterable[tuple[RoutedOutput, bytes | None]], out: list[Emitted]) -> None:
+        """Routed outputs with their input record's key: routed by kind, keyed by conversation id
+        (a dead letter by its input's key), never decoded."""
         topics = self.outputs
-        for data, kind, cid, meta in recs:
+        for (data, kind, cid, meta), input_key in items:
             if kind == _DEAD_LETTER or cid is None:  # a pair or an orphan always has its id
                 out.append(Emitted(topics.dead_letters, input_key, data, meta))
             elif kind == _PAIR:
