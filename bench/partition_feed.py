@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from common import loadavg, record  # type: ignore[import-not-found]
@@ -19,27 +18,7 @@ from datagen import generate  # type: ignore[import-not-found]
 
 from stream_pairer.core.native import NativePipeline
 from stream_pairer.stream.partition import OutputTopics, PartitionState
-
-
-@dataclass(frozen=True, slots=True)
-class Msg:
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-class OneByOne:
-    """The pipeline without its batch entry point: PartitionState feeds record by record."""
-
-    def __init__(self, pipeline: NativePipeline) -> None:
-        self._p = pipeline
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "feed_messages":
-            raise AttributeError(name)
-        return getattr(self._p, name)
+from tests.engine_helpers import Msg, OneByOne
 
 
 def run(msgs: list[Msg], fetch: int, batched: bool) -> float:

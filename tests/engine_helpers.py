@@ -84,6 +84,19 @@ class Msg:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
+class OneByOne:
+    """A pipeline without its batch entry point (`feed_messages`): a PartitionState then feeds it
+    record by record, the path the batch must match."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self._p = pipeline
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "feed_messages":
+            raise AttributeError(name)
+        return getattr(self._p, name)
+
+
 class Recorder:
     """A PipelineObserver that keeps every call, in order (to compare with the summary, or one
     engine's observations with the other's)."""

@@ -6,34 +6,13 @@ keys that are not UTF-8 (the conversation of key-only records), dead letters key
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from stream_pairer.core.native import NativePipeline
 from stream_pairer.stream.partition import OutputTopics, PartitionState
-
-
-@dataclass(frozen=True, slots=True)
-class Msg:
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes], ...] = ()
-
-
-class OneByOne:
-    """The same pipeline without its batch entry point: PartitionState feeds record by record."""
-
-    def __init__(self, pipeline: NativePipeline) -> None:
-        self._p = pipeline
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "feed_messages":
-            raise AttributeError(name)
-        return getattr(self._p, name)
+from tests.engine_helpers import Msg, OneByOne
 
 
 def _fetches() -> list[list[Msg]]:
