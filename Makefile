@@ -12,6 +12,7 @@ ENGINE_RECORDS ?= 300000
 SOAK_SECONDS ?= 600
 LATENCY_SECONDS ?= 60
 
+PAIR_RECORDS ?= 200000
 .PHONY: bench-pair bench bench-targets bench-deps bench-memory-breakdown bench-engine bench-profile bench-e2e bench-scaling bench-latency bench-memory bench-soak bench-native bench-output-size
 
 bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown bench-e2e bench-latency bench-scaling bench-soak bench-output-size
@@ -24,6 +25,7 @@ bench: bench-deps bench-engine bench-native bench-profile bench-memory-breakdown
 # warm-up on one partition (every state bound full by minute 3 there; on 4 partitions the bounds take
 # ~12 minutes to fill at the soak's rate: BENCHMARKS.md, RSS creep, second round). ~40 min in all.
 bench-targets: bench-deps
+	$(PYTHON) bench/pair_command.py --records $(PAIR_RECORDS) --conversations 10000 --repeat $(REPEAT)
 	$(PYTHON) bench/native_bench.py --conversations 1000 100000 1000000 --records $(ENGINE_RECORDS) --repeat $(REPEAT) --variants orjson native_tag
 	$(PYTHON) bench/e2e.py --records $(RECORDS) --conversations $(CONVERSATIONS) --partitions $(PARTITIONS) --repeat 1 --runners aiokafka-batch sidecar sidecar-eos quix quix-eos
 	$(PYTHON) bench/latency.py --duration $(LATENCY_SECONDS)
@@ -42,14 +44,13 @@ bench-engine:
 # Issue 15: the compiled core against the Python pipeline and an orjson round trip (CPU per record,
 # ratio), at 1k and 100k open conversations with all three, at 1M without the Python pipeline (its
 # state at 1M takes ~6 GiB beside the compiled core's).
+# Issue 23: `stream-pairer pair` whole-command CPU per record against an orjson round trip of the same lines.
+bench-pair:
+	$(PYTHON) bench/pair_command.py --records $(PAIR_RECORDS) --conversations 10000 --repeat $(REPEAT)
+
 bench-native:
 	$(PYTHON) bench/native_bench.py --conversations 1000 100000 --records $(ENGINE_RECORDS) --repeat $(REPEAT)
 	$(PYTHON) bench/native_bench.py --conversations 1000000 --records $(ENGINE_RECORDS) --repeat $(REPEAT) --variants orjson native
-
-# Issue 23: the whole `pair` command against an orjson loads+dumps round trip of the same lines (CPU
-# per record of each child process, best of REPEAT), 200k records over 10k conversations.
-bench-pair:
-	$(PYTHON) bench/pair_command.py --records 200000 --conversations $(CONVERSATIONS) --repeat $(REPEAT)
 
 # Issue 15, item 4: output bytes per input byte for each --raw mode (README, Output size).
 bench-output-size:

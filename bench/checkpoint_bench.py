@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from stream_pairer.core.engine import EngineConfig
-from stream_pairer.core.engines import make_pipeline
 from stream_pairer.ops.gctune import tune_gc
 from stream_pairer.stream.checkpoint import assemble, encode
 from stream_pairer.stream.partition import SNAPSHOT_MIN_CHANGES, OutputTopics, PartitionState
+from tests.reference.engine import EngineConfig
+from tests.reference.engines import make_pipeline
 
 T0 = 1_741_944_400_000
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 import datagen
 
-from stream_pairer.core.engine import Engine, EngineConfig
-from stream_pairer.core.pipeline import Pipeline
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
 
 GC_MODE = "default"
 GC_PAUSES: list[float] = []  # seconds of each cyclic-GC collection during the timed loop
@@ -63,7 +63,7 @@ def engine_config(conversations: int, dt_ms: float) -> EngineConfig:
 def make_pipeline(conversations: int, dt_ms: float, tagger: bool) -> Pipeline:
     tag: Any = None
     if tagger:
-        from stream_pairer.core.tagging import FailureTagger  # noqa: PLC0415 - optional part of the run
+        from tests.reference.tagging import FailureTagger  # noqa: PLC0415 - optional part of the run
 
         tag = FailureTagger(None)  # the sidecar's default: no tool schemas, default loop brakes
     return Pipeline(Engine(engine_config(conversations, dt_ms), tagger=tag))

@@ -107,9 +107,9 @@ def main() -> None:
         parse_row(shape, shapes[shape])
     if args.parse_only:
         return
-    from stream_pairer.core.engine import EngineConfig  # noqa: PLC0415
-    from stream_pairer.core.engines import make_pipeline  # noqa: PLC0415
+    from stream_pairer.core.config import EngineConfig  # noqa: PLC0415
     from stream_pairer.core.mapping import compile_mapping  # noqa: PLC0415
+    from tests.reference.engines import make_pipeline  # noqa: PLC0415 - python: the reference model
 
     mapped = FormatConfig(mapping=compile_mapping(MAPPING, "bench.jq"))
     parse_row("inhouse via --map", shapes["inhouse"], mapped)

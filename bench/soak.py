@@ -104,8 +104,6 @@ def sidecar_cmd(args: argparse.Namespace, b: str, topic: str, trace: Path) -> li
     ]
     if args.exactly_once:
         cmd.append("--exactly-once")
-    if args.engine:
-        cmd += ["--engine", args.engine]
     return cmd
 
 
@@ -121,10 +119,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--sample", type=float, default=5.0)
     p.add_argument("--exactly-once", action="store_true")
-    p.add_argument(
-        "--engine", choices=["auto", "native", "python"],
-        help="the sidecar's --engine (default: the sidecar's default, auto = the compiled core when built)",
-    )  # fmt: skip
     p.add_argument("--http-port", type=int, default=19490)
     p.add_argument(
         "--trace", type=float, metavar="SECONDS",
@@ -223,7 +217,6 @@ def main() -> int:
     at_warmup = next((r for t, r in rss if t >= args.warmup), None)
     growth = (rss[-1][1] / at_warmup - 1) if rss and at_warmup else None
     row = {
-        "engine": args.engine or "auto",
         "partitions": args.partitions,
         "rss_per_minute_mib": per_minute,
         "warmup_s": args.warmup,

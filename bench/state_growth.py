@@ -33,10 +33,10 @@ import common
 import datagen
 from traced_run import mallinfo, pymalloc_stats
 
-from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.native import NativePipeline
-from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.core.tagging import FailureTagger
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
+from tests.reference.tagging import FailureTagger
 
 CONTAINERS = ("calls_by_id", "open_calls", "pending_results", "closed", "timers")
 

@@ -19,8 +19,8 @@ import tracemalloc
 
 import orjson
 
-from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.formats import parse_record
+from tests.reference.engine import Engine, EngineConfig  # the reference model: its Python heap
 
 
 def measure(calls: int, payload_bytes: int, per_conversation: int) -> tuple[int, int, int, int]:

@@ -5,14 +5,14 @@ is `Any` and mypy checks none of them. tests/core/test_native_stub.py keeps this
 module in step (every name here exists there and the other way round, and the signatures agree)."""
 
 from collections.abc import Callable, Mapping
-from typing import TypeAlias, TypedDict
+from typing import Any, TypeAlias, TypedDict
 
 from stream_pairer.core.model import OutputMeta, Source
 from stream_pairer.core.pipeline import PipelineObserver
 
 # One output record: its encoded bytes, or, once `set_routing` was called, (bytes, kind,
 # conversation id, OutputMeta) so the sidecar routes and counts it without decoding it.
-Routed: TypeAlias = tuple[bytes, str, str, OutputMeta]
+Routed: TypeAlias = tuple[bytes, str, str | None, OutputMeta]
 Output: TypeAlias = bytes | Routed
 # (consumed offset, block) of a held event; with the conversation's clock: `held_clocks`.
 Position: TypeAlias = tuple[int | None, int]
@@ -150,3 +150,13 @@ def classify_result(
 ) -> tuple[str, str, str | None, str | None]: ...
 def input_rejection(text: str) -> str | None: ...
 def vocabulary() -> _Vocabulary: ...
+
+# native/src/batch.rs: batches across the boundary (issue 23, item 4).
+BlockResult: TypeAlias = tuple[bytes, bytes, bytes, tuple[int, int, int, int], int, int, int, int, int]
+
+def feed_block(
+    core: Core, block: bytes, label: str, lineno: int, key: str, limit: int, watch_session: bool
+) -> BlockResult: ...
+def feed_messages(
+    core: Core, msgs: list[Any], topic: str, partition: int
+) -> list[tuple[Routed, bytes | None]]: ...

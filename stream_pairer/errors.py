@@ -47,9 +47,9 @@ class MappingError(StreamPairerError, ValueError):
     line; the commands print it as their one-line reason and exit 2."""
 
 
-class NativeUnavailable(StreamPairerError, RuntimeError):
-    """The compiled core (`stream_pairer._native`) was asked for where it is not built (an install
-    without a Rust toolchain); the Python engine serves the same records."""
+class NativeUnavailable(StreamPairerError, ImportError):
+    """The compiled core (`stream_pairer._native`) is not built in this install (a source install
+    without a Rust toolchain). It is required: the message says how to get it."""
 
 
 class InputError(StreamPairerError):

@@ -1,9 +1,8 @@
 """Suite-wide switches for running the tests against one engine (see tests/engine_helpers.py).
 
 `STREAM_PAIRER_TEST_UNTAGGED=1` (test-only) makes the `pair` and `run` commands build no failure
-tagger in this process (the compiled core runs the commands' tagger, so this is not needed to run
-the CLI tests with `STREAM_PAIRER_ENGINE=native`); tests about tagging itself then fail on either
-engine, which is how a run with it tells engine differences (native only) from tagging (both).
+tagger in this process ; tests about tagging itself then fail, which is how a run with it tells
+a pairing difference from a tagging one.
 """
 
 from __future__ import annotations

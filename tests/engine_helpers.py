@@ -1,8 +1,6 @@
-"""Which pairing engine the unit tests that build their own pipeline run on.
+"""The pipeline the unit tests that build their own run on: the compiled core by default.
 
-`STREAM_PAIRER_ENGINE=native python3 -m pytest ...` runs them against the compiled core (the CLI
-and SidecarConfig read the same variable); unset, they keep the Python engine, the specification.
-Outputs of the compiled core are encoded bytes; `decoded` turns them back into the records the
+Outputs are encoded (bytes, or routed tuples); `decoded` turns them back into the records the
 assertions read, and checks on the way that what the core sent beside each record (kind, key,
 OutputMeta) is what the record itself says.
 """
@@ -17,15 +15,17 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from stream_pairer.core.engine import EngineConfig
-from stream_pairer.core.engines import EngineName, make_pipeline, resolve_engine
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.model import output_meta
 from stream_pairer.core.pipeline import PipelineObserver, StreamPipeline
 from stream_pairer.core.vocab import RawMode
 from stream_pairer.stream.partition import Emitted, InputRecord, PartitionState
+from tests.reference.engine import EngineConfig
+from tests.reference.engines import EngineName, make_pipeline, resolve_engine
 
-TEST_ENGINE: EngineName = resolve_engine(os.environ.get("STREAM_PAIRER_ENGINE", "python"), None)
+# The compiled core, the one production pipeline; `STREAM_PAIRER_TEST_ENGINE=python` (test-only)
+# runs these tests against the reference model instead, to tell a rule from a port.
+TEST_ENGINE: EngineName = resolve_engine(os.environ.get("STREAM_PAIRER_TEST_ENGINE", "native"), None)
 
 
 def stream_pipeline(
@@ -82,6 +82,19 @@ class Msg:
     value: bytes | None
     timestamp: int
     headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class OneByOne:
+    """A pipeline without its batch entry point (`feed_messages`): a PartitionState then feeds it
+    record by record, the path the batch must match."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self._p = pipeline
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "feed_messages":
+            raise AttributeError(name)
+        return getattr(self._p, name)
 
 
 class Recorder:

@@ -26,9 +26,9 @@ from typing import Any
 
 from quixstreams import Application, State, message_context
 
-from stream_pairer.core.engine import pair_id
 from stream_pairer.core.formats import parse_record
 from stream_pairer.core.model import FormatError, ToolEvent, format_ts
+from tests.reference.engine import pair_id
 
 
 def _pair(conv: str, call: dict[str, Any], ev: ToolEvent, match: str, fifo_by: str | None) -> dict[str, Any]:

@@ -5,6 +5,7 @@
 //! parses it and passes each event to `process` as pre-encoded JSON fragments, so both paths
 //! share one pairing state.
 
+mod batch;
 mod bedrock;
 mod canonical;
 mod engine;
@@ -591,5 +592,7 @@ impl Core {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     probes::register(m)?;
+    m.add_function(wrap_pyfunction!(batch::feed_block, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::feed_messages, m)?)?;
     Ok(())
 }

@@ -3,7 +3,8 @@
 Input lines are read as bytes (a record that is not UTF-8 must reach the dead-letter output intact,
 not crash a text decoder); gzip is recognised by its magic bytes, not by the file name.
 
-Reading (`FileRecords`, `expand_inputs`) is the part that knows what files look like on disk:
+Reading (`FileRecords`, `expand_inputs`) is the part that knows what files look like on disk (the
+outputs are written by adapters/outputs.py and the sinks):
 
 * JSONL, read in chunks: a line is never buffered past the record size limit. A longer line is
   skipped to its end and reported as an `Oversize` (its size and first bytes), which becomes a
@@ -22,13 +23,9 @@ Reading (`FileRecords`, `expand_inputs`) is the part that knows what files look 
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
-import os
-import stat
 import sys
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,20 +35,13 @@ from typing import IO, Any, Final
 import orjson
 
 from stream_pairer.adapters import bounded_json, cassettes
-from stream_pairer.adapters.sinks import Closing
 from stream_pairer.adapters.walk import Walk, display_name, probe, read_ahead
-from stream_pairer.core.vocab import DeadLetterReason, Record, RecordKind
-from stream_pairer.errors import InputError, OutputRefused
+from stream_pairer.core.vocab import DeadLetterReason
+from stream_pairer.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
-OUTPUT_FILES = {
-    RecordKind.PAIR.value: "pairs.jsonl",
-    RecordKind.ORPHAN_CALL.value: "orphans.jsonl",
-    RecordKind.ORPHAN_RESULT.value: "orphans.jsonl",
-    RecordKind.DEAD_LETTER.value: "dead_letter.jsonl",
-}
-_KIND_AT: Final = len(b'{"kind":"')  # where an encoded output record's kind starts
 CHUNK: Final = 1 << 16  # bytes read at a time from an input
+CR: Final = 13  # b"\r"
 OVERSIZE_HEAD: Final = 4096  # first bytes of an oversize line kept for its dead letter
 DOCUMENT_REST_LIMIT: Final = 1 << 20  # bytes of a broken document's rest kept without --max-record-bytes
 # Top-level keys of a document whose array value holds the messages, in the order tried.
@@ -117,18 +107,63 @@ def read_lines(
 def split_lines(
     stream: IO[bytes], head: bytes, max_bytes: int | None
 ) -> Iterator[tuple[int, bytes | Oversize]]:
-    """Lines of `head` + the rest of `stream`, read CHUNK bytes at a time. A line grows in
-    `pending` only up to `max_bytes` (+1 for a CR); past it only its length is counted."""
+    """Lines of `head` + the rest of `stream`, read CHUNK bytes at a time, one by one: a line
+    grows in memory only up to `max_bytes` (+1 for a CR); past it only its length is counted and
+    it comes as an Oversize. `split_blocks` with its blocks taken apart."""
+    limit = max_bytes if max_bytes is not None else -1
+    for item in split_blocks(stream, head, max_bytes):
+        if isinstance(item, Block):
+            yield from block_lines(item, limit)
+        else:
+            yield item
+
+
+def block_lines(block: Block, limit: int) -> Iterator[tuple[int, bytes | Oversize]]:
+    """A Block's lines one by one, as the compiled core's `feed_block` reads them (`read_line`)."""
+    n, data, start = block.lineno, block.data, 0
+    while (nl := data.find(b"\n", start)) >= 0:
+        n += 1
+        rec = read_line(data[start:nl], limit)
+        if rec is not None:
+            yield n, rec
+        start = nl + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Whole lines cut from one read, each ending in a newline, handed over as one piece (the
+    compiled core's `feed_block` reads them as `_line` does); `lineno` is the number of the line
+    before the first."""
+
+    lineno: int
+    data: bytes
+
+
+def split_blocks(
+    stream: IO[bytes], head: bytes, max_bytes: int | None
+) -> Iterator[tuple[int, bytes | Oversize] | Block]:
+    """Lines of `head` + the rest of `stream`, read CHUNK bytes at a time: the lines that lie whole
+    inside one read as one `Block` (one Python step per read, not per line; each line is then read
+    by `read_line`), a line that spans reads alone, as `(line number, bytes or Oversize)`. A line
+    grows in `pending` only up to `max_bytes` (+1 for a CR); past it only its length is counted."""
     limit = max_bytes if max_bytes is not None else -1
     pending = bytearray()
     over = -1  # >= 0: the current line is oversize; bytes counted so far
     over_head = b""
+    prev_cr = False  # the previous read ended in a CR (an oversize line's size leaves it out)
     lineno = 0
     chunk = head or stream.read(CHUNK)
     while chunk:
         start = 0
         n = len(chunk)
         while start < n:
+            if over < 0 and not pending:
+                last = chunk.rfind(b"\n", start)
+                if last >= 0:
+                    yield Block(lineno, chunk[start : last + 1])
+                    lineno += chunk.count(b"\n", start, last + 1)
+                    start = last + 1
+                    continue
             nl = chunk.find(b"\n", start)
             if nl < 0:  # the line goes on in the next chunk
                 if over >= 0:
@@ -141,30 +176,30 @@ def split_lines(
                     pending += chunk[start:]
                 break
             lineno += 1
-            if over >= 0:
-                yield lineno, Oversize(over + nl - start, over_head)
+            if over >= 0:  # its size without the line break (a CR before the LF included)
+                cr = chunk[nl - 1] == CR if nl > start else prev_cr
+                yield lineno, Oversize(over + nl - start - cr, over_head)
                 over = -1
             else:
-                if pending:
-                    pending += chunk[start:nl]
-                    line = bytes(pending)
-                    pending.clear()
-                else:
-                    line = chunk[start:nl]
-                item = _line(line, limit)
+                pending += chunk[start:nl]
+                item = read_line(bytes(pending), limit)
+                pending.clear()
                 if item is not None:
                     yield lineno, item
             start = nl + 1
+        prev_cr = chunk[-1] == CR
         chunk = stream.read(CHUNK)
     if over >= 0:
-        yield lineno + 1, Oversize(over, over_head)
+        yield lineno + 1, Oversize(over - prev_cr, over_head)
     elif pending:
-        item = _line(bytes(pending), limit)
+        item = read_line(bytes(pending), limit)
         if item is not None:
             yield lineno + 1, item
 
 
-def _line(line: bytes, limit: int) -> bytes | Oversize | None:
+def read_line(line: bytes, limit: int) -> bytes | Oversize | None:
+    """One line as a record: its trailing CR dropped; an Oversize past `limit` (-1: none); None
+    when blank. The compiled core's `feed_block` reads a Block's lines the same way."""
     body = line[:-1] if line.endswith(b"\r") else line
     if 0 <= limit < len(body):
         return Oversize(len(body), body[:OVERSIZE_HEAD])
@@ -227,6 +262,18 @@ class FileRecords:
         self.session = session_id
 
     def __iter__(self) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+        """Every record, one by one: `blocks()` with its blocks taken apart."""
+        limit = self.max_bytes if self.max_bytes is not None else -1
+        for item in self.blocks():
+            if isinstance(item, Block):
+                for lineno, raw in block_lines(item, limit):
+                    yield {"file": self.label, "line": lineno}, raw, self._key(None)
+            else:
+                yield item
+
+    def blocks(self) -> Iterator[tuple[Source, bytes | Oversize, str] | Block]:
+        """What `__iter__` gives, with JSONL lines that lie whole inside one read handed over as a
+        `Block` (see `split_blocks`); a document's items, and lines that span reads, one by one."""
         stream = open_input(self.name)
         try:
             head = stream.read(CHUNK)
@@ -239,13 +286,22 @@ class FileRecords:
                 self.kind = "document"
                 yield from self._cassette(head, stream)
             else:
-                for lineno, raw in split_lines(stream, self._head or head, self.max_bytes):
-                    yield {"file": self.label, "line": lineno}, raw, self._key(None)
+                for item in split_blocks(stream, self._head or head, self.max_bytes):
+                    if isinstance(item, Block):
+                        yield item
+                    else:
+                        lineno, raw = item
+                        yield {"file": self.label, "line": lineno}, raw, self._key(None)
         except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as err:
             raise InputError(f"cannot read {display_name(self.name)}: {err}") from err
         finally:
             if self.name != "-":
                 stream.close()
+
+    @property
+    def key(self) -> str:
+        """The conversation id of the records that carry none, as it stands now."""
+        return self._key(None)
 
     def _cassette(self, head: bytes, stream: IO[bytes]) -> Iterator[tuple[Source, bytes | Oversize, str]]:
         """A VCR.py cassette (adapters/cassettes.py): one record per interaction; a cassette that
@@ -474,175 +530,9 @@ def _sample_messages(s: int, sample: Any, label: str) -> Iterator[tuple[str, Any
         yield f"samples[{s}].messages[{i}]", m, key
 
 
-class OutputWriter(Closing):
-    """The three output files of the file mode; one JSON object per line.
-
-    Built so that a run cannot destroy data (issue 14, item 8):
-
-    * an output directory that holds one of the inputs is refused (`pair out/pairs.jsonl --out out`
-      used to truncate its own input to 0 bytes and exit 0);
-    * outputs are written to temporary files (created exclusively, mode 0600: payloads are private
-      data) and renamed over the final names only when the run completed, so a failed run leaves
-      the previous outputs as they were and no half output that looks complete;
-    * a symlink (or anything but a regular file) at an output path is refused, never followed:
-      a planted link must not redirect the write to another file.
-    """
-
-    def __init__(self, out_dir: Path, inputs: Sequence[str] = ()) -> None:
-        check_output_dir(out_dir, inputs)
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise InputError(f"cannot create output directory {out_dir}: {err.strerror or err}") from err
-        self.paths = {name: out_dir / name for name in sorted(set(OUTPUT_FILES.values()))}
-        for path in self.paths.values():
-            _refuse_non_regular(path)
-        self._temps: dict[str, Path] = {}
-        self._files: dict[str, IO[bytes]] = {}
-        try:
-            for name in self.paths:
-                fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
-                os.fchmod(fd, 0o600)  # mkstemp's mode already; explicit, whatever the umask
-                self._temps[name] = Path(temp)
-                self._files[name] = os.fdopen(fd, "wb", buffering=1 << 20)
-        except OSError as err:
-            self.abort()
-            raise InputError(f"cannot write in {out_dir}: {err.strerror or err}") from err
-        self._by_kind = {kind: self._files[name] for kind, name in OUTPUT_FILES.items()}
-        # Bytes of the records written, by record kind, line separators not counted: the output
-        # side of "output bytes per input byte" (`pair`'s summary; README, Output size).
-        self.bytes_by_kind: dict[str, int] = dict.fromkeys(OUTPUT_FILES, 0)
-        self._by_encoded_kind = {kind.encode(): (f, kind) for kind, f in self._by_kind.items()}
-
-    def write(self, records: Sequence[Record | bytes]) -> None:
-        """Output records: dicts (the Python engine) or their encoding (the compiled core, whose
-        every record starts with `{"kind":"<kind>"`, so the file is chosen without decoding)."""
-        dumps = orjson.dumps
-        by_kind = self._by_kind
-        sizes = self.bytes_by_kind
-        by_encoded = self._by_encoded_kind
-        for rec in records:
-            if isinstance(rec, bytes):
-                f, kind = by_encoded[rec[_KIND_AT : rec.index(b'"', _KIND_AT)]]
-                f.write(rec + b"\n")
-                sizes[kind] += len(rec)
-            else:
-                kind = rec["kind"]
-                line = dumps(rec)
-                by_kind[kind].write(line + b"\n")
-                sizes[kind] += len(line)
-
-    def close(self) -> None:
-        """Complete the run: make the temporary files durable, then rename them into place."""
-        try:
-            for f in self._files.values():
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
-            for name, temp in self._temps.items():
-                final = self.paths[name]
-                _refuse_non_regular(final)  # checked again: the run may have taken a while
-                os.replace(temp, final)  # replaces a name, never writes through a link
-        except OSError as err:
-            self.abort()
-            raise InputError(
-                f"cannot complete the outputs in {self.paths['pairs.jsonl'].parent}: {err}"
-            ) from err
-        except InputError:
-            self.abort()
-            raise
-        self._temps.clear()
-
-    def abort(self) -> None:
-        """A failed run: remove the temporary files; earlier outputs stay untouched."""
-        for f in self._files.values():
-            with contextlib.suppress(OSError):
-                f.close()
-        for temp in self._temps.values():
-            with contextlib.suppress(OSError):
-                temp.unlink()
-        self._temps.clear()
-
-
-def _refuse_non_regular(path: Path) -> None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode):
-        raise OutputRefused(f"output path {path} is a symbolic link: refusing to follow or replace it")
-    if not stat.S_ISREG(st.st_mode):
-        raise OutputRefused(f"output path {path} exists and is not a regular file")
-
-
-def check_output_dir(out_dir: Path, inputs: Sequence[str]) -> None:
-    """Refuse an output directory that holds one of the inputs (by real path: symlinks and `..`
-    resolved), before anything is written."""
-    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
-        raise OutputRefused(f"refusing --out {out_dir}: it exists and is not a directory")
-    target = Path(os.path.realpath(out_dir))
-    for name in inputs:
-        if name == "-":
-            continue
-        real = Path(os.path.realpath(name))
-        if real.parent == target:
-            raise OutputRefused(
-                f"refusing --out {out_dir}: it holds the input {name} (outputs there could overwrite "
-                "inputs); choose another directory"
-            )
-
-
 def check_inputs(inputs: Sequence[str]) -> None:
     """Every input exists and can be read (`walk.probe`), checked before any output is written:
     a typo in the last input name must not cost a long run and leave outputs behind."""
     for name in inputs:
         if name != "-":
             probe(name)
-
-
-def check_extra_output(path: Path, flag: str, out_dir: Path, inputs: Sequence[str]) -> None:
-    """Refuse an extra output file (`--summary-json`) that could destroy data or fail only after
-    the run, by the rules of the main outputs, checked before anything is written: it must not be
-    an input or one of the output files, must not be a symlink (never followed) or a non-regular
-    file, and its directory must exist. Compared by real path of the directory + the name, so
-    `out/../out/pairs.jsonl` or a symlinked directory do not slip through."""
-    parent = path.parent
-    real = Path(os.path.realpath(parent)) / path.name
-    for name in inputs:
-        if name != "-" and Path(os.path.realpath(name)) == real:
-            raise OutputRefused(f"refusing {flag} {path}: it is the input {name}")
-    out_real = Path(os.path.realpath(out_dir))
-    for name in sorted(set(OUTPUT_FILES.values())):
-        if out_real / name == real:
-            raise OutputRefused(f"refusing {flag} {path}: it is the output file {out_dir / name}")
-    try:
-        _refuse_non_regular(path)
-    except OutputRefused as err:
-        raise OutputRefused(f"refusing {flag} {path}: {err}") from None
-    if not parent.is_dir() and real.parent != out_real:  # --out is created by the run; others are not
-        raise OutputRefused(f"refusing {flag} {path}: directory {parent} does not exist")
-
-
-def write_private_file(path: Path, data: bytes) -> None:
-    """Write `data` as `path` the way OutputWriter writes its files: a temporary file in the same
-    directory (created exclusively, mode 0600), made durable, then renamed over the name, which
-    replaces a name and never writes through a link (checked again just before the rename)."""
-    parent = path.parent
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    except OSError as err:
-        raise InputError(f"cannot write in {parent}: {err.strerror or err}") from err
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        _refuse_non_regular(path)
-        os.replace(temp, path)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(err, OSError):
-            raise InputError(f"cannot write {path}: {err.strerror or err}") from err
-        raise

@@ -46,9 +46,9 @@ from typing import IO, Any, Final
 
 import orjson
 
-from stream_pairer.adapters.files import FileRecords, Oversize, Source
+from stream_pairer.adapters.files import Block, FileRecords, Oversize, Source, block_lines
 from stream_pairer.core.pipeline import Summary
-from stream_pairer.core.vocab import OrphanReason, Record
+from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import InputError, OutputRefused
 
 STATE_FILE: Final = "state.jsonl.gz"
@@ -168,7 +168,7 @@ class RunState:
         """A `FileRecords` whose records are also spooled, so the held ones can be saved."""
         return _Spooled(self, name, **kwargs)
 
-    def observe(self, records: Sequence[Record | bytes]) -> None:
+    def observe(self, records: Sequence[bytes]) -> None:
         """Learn each conversation's clock from the records written (its newest timestamp)."""
         clocks = self.clocks
         for rec in records:
@@ -249,13 +249,25 @@ class RunState:
 
 
 class _Spooled(FileRecords):
+    """A reader whose records are also spooled, one by one (its blocks taken apart)."""
+
     def __init__(self, state: RunState, name: str, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         self._state = state
 
-    def __iter__(self) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+    def blocks(self) -> Iterator[tuple[Source, bytes | Oversize, str] | Block]:
         spool = self._state._spool_record
-        for source, raw, key in super().__iter__():
+        limit = self.max_bytes if self.max_bytes is not None else -1
+        for item in super().blocks():
+            if isinstance(item, Block):
+                for lineno, raw in block_lines(item, limit):
+                    source: Source = {"file": self.label, "line": lineno}
+                    key = self.key
+                    if not isinstance(raw, Oversize):
+                        spool(source, raw, key)
+                    yield source, raw, key
+                continue
+            source, raw, key = item
             if not isinstance(raw, Oversize):
                 spool(source, raw, key)
             yield source, raw, key

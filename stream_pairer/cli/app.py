@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from stream_pairer import __version__
-from stream_pairer.errors import EnvOptionError
+from stream_pairer.errors import EnvOptionError, NativeUnavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(chosen if chosen in {c.name for c in COMMANDS} else None)
     except EnvOptionError as err:  # a STREAM_PAIRER_* variable a flag would have refused too
         print(err, file=sys.stderr)
+        return 2
+    except NativeUnavailable as err:  # the compiled core is not built: say what to do, no traceback
+        print(f"stream-pairer: {err}", file=sys.stderr)
         return 2
     args = parser.parse_args(args_in)
     try:

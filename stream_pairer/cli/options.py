@@ -14,9 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from stream_pairer.core import tagging
-from stream_pairer.core.engine import EngineConfig
-from stream_pairer.core.engines import ENGINE_CHOICES
+from stream_pairer.core import config as core_config
+from stream_pairer.core.config import EngineConfig, TaggingConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG as DEFAULT_FORMAT_CONFIG
 from stream_pairer.core.formats import FormatConfig
 from stream_pairer.core.vocab import RawMode
@@ -167,14 +166,6 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("pairing and state limits")
     add_option(
         g,
-        "--engine",
-        default="auto",
-        choices=list(ENGINE_CHOICES),
-        help="pairing engine: native (the compiled core), python (the reference engine), or auto: "
-        "native when it is built in this install, else python; both give the same output records",
-    )
-    add_option(
-        g,
         "--call-timeout",
         type=positive_float,
         default=d.call_timeout_ms / 1000,
@@ -218,7 +209,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=d.max_held_bytes,
         help="estimated bytes of memory held by open calls and pending results (about 5x their "
-        "raw size, see engine.held_cost), per input partition; the oldest held event is evicted past it",
+        "raw size, see config.held_cost), per input partition; the oldest held event is evicted past it",
     )
     add_option(
         g,
@@ -293,7 +284,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         t,
         "--max-tool-calls",
         type=non_negative_int,
-        default=tagging.MAX_CALLS_PER_CONVERSATION,
+        default=core_config.MAX_CALLS_PER_CONVERSATION,
         help="calls per request (from a user prompt, or the format's turn marker, to the next); the "
         "call that crosses it is tagged termination; 0 disables the cap",
     )
@@ -301,7 +292,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         t,
         "--max-conversation-seconds",
         type=non_negative_float,
-        default=tagging.MAX_CONVERSATION_MS / 1000,
+        default=core_config.MAX_CONVERSATION_MS / 1000,
         help="seconds of event time (record timestamps) from the start of a request (its prompt, else "
         "its first call); the first call past it is tagged termination; 0 disables the cap",
     )
@@ -309,7 +300,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         t,
         "--max-repeat-hashes",
         type=positive_int,
-        default=tagging.MAX_HASHES_TOTAL,
+        default=core_config.MAX_HASHES_TOTAL,
         help="per partition: remembered (tool, arguments) hashes of the repeat check across all "
         "conversations, oldest forgotten first (~0.2 KB each)",
     )
@@ -371,16 +362,16 @@ def mapping_from_args(args: argparse.Namespace) -> Any:
     return compile_mapping(text, path)
 
 
-def tagger_from_args(args: argparse.Namespace) -> Any:
-    """The failure-point tagger configured by the tagging options."""
+def tagger_from_args(args: argparse.Namespace) -> TaggingConfig:
+    """The failure tagger's settings from the tagging options."""
     schemas = None
     if args.tool_schemas:  # jsonschema_rs is loaded only for a run that validates arguments
         from stream_pairer.core.toolschemas import ToolSchemaRegistry  # noqa: PLC0415
 
         schemas = ToolSchemaRegistry.load(args.tool_schemas)
-    return tagging.FailureTagger(
+    return TaggingConfig(
         schemas,
-        max_calls_per_conversation=args.max_tool_calls,
-        max_conversation_ms=args.max_conversation_seconds * 1000,
-        max_hashes_total=args.max_repeat_hashes,
+        max_calls=args.max_tool_calls,
+        max_ms=args.max_conversation_seconds * 1000,
+        max_total=args.max_repeat_hashes,
     )

@@ -156,9 +156,10 @@ class OutputMeta(NamedTuple):
 
     Why: the compiled core hands over output records already encoded (bytes); decoding them again
     only to count them would cost what the core saves. It hands this tuple beside each one, and
-    `output_meta` derives the same tuple from a record dict, so both engines are counted by one
-    code path (`Metrics.observe_outputs`). `label` is the pair's `match` or the orphan's / dead
-    letter's `reason`."""
+    `output_meta` derives the same tuple from a record dict (a dead letter an adapter makes, the
+    reference model in tests), so everything is counted by one code path
+    (`Metrics.observe_outputs`). `label` is the pair's `match` or the orphan's / dead letter's
+    `reason`."""
 
     kind: str
     label: str | None

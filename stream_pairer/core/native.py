@@ -1,48 +1,43 @@
 """The compiled pairing core (`stream_pairer._native`, Rust, built from native/) under a Pipeline API.
 
-Why a second engine: the Python pipeline costs ~20 us of CPU per record, ~7x an orjson round trip
-of the same bytes (issue 15). The compiled core reads canonical records straight from their bytes
-(only the fields pairing needs; `arguments`/`content` and the record itself are spliced into the
-output), pairs them with a port of engine.py, and writes the output records itself.
+Why compiled: a Python pipeline cost ~20 us of CPU per record, ~7x an orjson round trip of the
+same bytes (issue 15). The core reads canonical records straight from their bytes (only the
+fields pairing needs; `arguments`/`content` and the record itself are spliced into the output),
+pairs them, tags them, counts them and writes the output records itself. It is the one
+implementation of the rules (issue 23); tests/reference holds a Python model of them that the
+differential tests use as the oracle.
 
-Contract: for the same input, `NativePipeline.feed` returns exactly the bytes that `Pipeline.feed`
-followed by `orjson.dumps` gives (tests/test_native_differential.py); the Python engine stays the
-executable specification. The fast path reads canonical events, Anthropic / Claude Code, OpenAI
-Chat / legacy / Responses items, Bedrock Converse, Gemini and MCP records (README, "Compiled
-core"). A record it does not read (another format, a record without tool events, a value orjson
-would re-encode differently, a timestamp spelling it does not parse, anything that becomes a dead
-letter) goes through the Python format layer
-(`parse_record`) and its events into the same compiled state; `fallthrough` counts those records
-by reason.
+The fast path reads canonical events, Anthropic / Claude Code, OpenAI Chat / legacy / Responses
+items, Bedrock Converse, Gemini and MCP records (README, "Compiled core"). A record it does not
+read (another format, a record without tool events, a value orjson would re-encode differently, a
+timestamp spelling it does not parse, anything that becomes a dead letter) goes through the
+Python format readers (`parse_record`) and its events into the same compiled state;
+`fallthrough` counts those records by reason.
 
-It satisfies what the adapters use of `Pipeline`: `info` and `reject` for the file reader,
-the PipelineObserver (the same calls, in the same order, as `Pipeline` makes), the replay mode of
-a checkpointed rebuild, and `StreamPipeline` (core/pipeline.py) for a Kafka partition. Built with
-`routed=True` (the sidecar), every output comes as `(bytes, kind, conversation id, OutputMeta)`
-so the partition routes and the metrics count it without decoding it.
+It satisfies what the adapters need: `info` and `reject` for the file reader, the
+PipelineObserver, the replay mode of a checkpointed rebuild, and `StreamPipeline`
+(core/pipeline.py) for a Kafka partition. Built with `routed=True` (the sidecar), every output
+comes as `(bytes, kind, conversation id, OutputMeta)` so the partition routes and the metrics
+count it without decoding it; otherwise as its bytes.
 
-Limits of this version:
-* failure tagging runs in the core (native/src/tagging.rs, verdict.rs, pytag.rs) with a
-  `FailureTagger`'s settings; two rare steps call back into tagging.py so that their wording is
-  its own: arguments given as a JSON string that is not an object, and the `--tool-schemas` check;
-* the time model is engine.py's (issue 11: a clock per conversation, processing time through
-  `advance`, id-less results held for the grace).
-
-Where the extension is not built (no Rust toolchain at install time), `available()` is False
-and callers use the Python `Pipeline`; nothing else changes.
+Failure tagging runs in the core (native/src/tagging.rs, verdict.rs, pytag.rs) with a
+`TaggingConfig`; two rare steps call back into plain functions of core/toolcheck.py, whose wording
+is a library's own: arguments given as a JSON string that is not an object, and the
+`--tool-schemas` check. The time model: a clock per conversation, processing time through
+`advance`, id-less results held for the grace (README, Time).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Final, NamedTuple, cast
 
 import orjson
 
-from stream_pairer.core import tagging
+from stream_pairer.core import toolcheck
+from stream_pairer.core.config import EngineConfig, TaggingConfig
 from stream_pairer.core.dedup import HistoryDedup
-from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
 from stream_pairer.core.model import (
     FormatError,
@@ -55,6 +50,7 @@ from stream_pairer.core.model import (
 from stream_pairer.core.pipeline import (
     HeldChanges,
     PipelineObserver,
+    RoutedOutput,
     StateGauges,
     Summary,
     count_skipped,
@@ -71,55 +67,57 @@ from stream_pairer.core.vocab import (
 )
 from stream_pairer.errors import NativeUnavailable
 
-if TYPE_CHECKING:
-    from stream_pairer._native import Core
+__all__ = ["NativePipeline", "NativeUnavailable"]
 
-__all__ = ["NativePipeline", "NativeUnavailable", "available", "supports"]
-
-# The compiled core is optional: a source install without Rust has only the Python engine. Typed by
-# stream_pairer/_native.pyi; `_Core` is None where the extension does not import.
-_Core: type[Core] | None
-try:
-    from stream_pairer._native import Core as _Core
-except ImportError:  # pragma: no cover - exercised by the fallback test through `_Core = None`
-    _Core = None
+try:  # the compiled core is required: it is the one implementation of pairing and tagging
+    import stream_pairer._native as _native  # noqa: PLR0402 - a submodule (typed by _native.pyi)
+except ImportError as err:  # pragma: no cover - exercised by a subprocess test with the module hidden
+    raise NativeUnavailable(
+        "stream_pairer._native, the compiled core, is not built in this install. Install a wheel "
+        "(pip install stream-pairer), or install a Rust toolchain (https://rustup.rs) and run "
+        "`pip install .` again; in a source checkout, `bash scripts/dev_native.sh` builds it in place"
+    ) from err
 
 
-def available() -> bool:
-    """Whether the compiled core was built and imports on this interpreter."""
-    return _Core is not None
+class BlockOut(NamedTuple):
+    """What `NativePipeline.feed_block` gives for one block of lines."""
+
+    pairs: bytes  # to append to pairs.jsonl (records, each followed by a newline)
+    orphans: bytes  # to orphans.jsonl
+    dead_letters: bytes  # to dead_letter.jsonl
+    sizes: tuple[int, int, int, int]  # record bytes: pair, orphan_call, orphan_result, dead_letter
+    consumed: int  # bytes of the block read
+    lineno: int  # number of the last line read
+    input_bytes: int  # bytes of the records fed (lines without their line breaks)
+    fed: int  # records fed
+    status: int  # BLOCK_DONE, BLOCK_OVERSIZE (stopped before a line over the limit) or BLOCK_SESSION
 
 
-def supports(tagger: Any) -> bool:
-    """Whether the compiled core can run with this failure tagger (None: no tagging) and give
-    the Python engine's output byte for byte. Callers choose the engine with it."""
-    return available() and (tagger is None or type(tagger) is tagging.FailureTagger)
+BLOCK_DONE: Final = 0
+BLOCK_OVERSIZE: Final = 1  # stopped before a line over the record size limit: the reader's Oversize
+BLOCK_SESSION: Final = 2  # stopped after a record that announced a session id (Codex session_meta)
 
 
 class NativePipeline:
     """Parse -> pair -> encode in the compiled core. `feed(raw, source, *, key=None,
-    arrival_ms=None)` takes what `Pipeline.feed` takes and returns the encoded records (bytes),
-    in the order `Pipeline.feed` returns them."""
+    arrival_ms=None)` reads one raw record and returns its encoded output records (bytes, or
+    routed tuples), in the order the reference model (tests/reference/pipeline.py) gives them."""
 
     def __init__(
         self,
         config: EngineConfig | None = None,
         format_config: FormatConfig = DEFAULT_CONFIG,
         *,
-        tagger: Any = None,
+        tagger: TaggingConfig | None = None,
         observer: PipelineObserver | None = None,
         routed: bool = False,
     ):
-        if _Core is None:
-            raise NativeUnavailable("stream_pairer._native is not built (see README, Compiled core)")
-        if not supports(tagger):
-            raise NativeUnavailable("the compiled core does not run this failure tagger yet")
         self.tagger = tagger
         self.observer = observer
         cfg = config or EngineConfig()
         self.config = cfg
         self.format_config = format_config
-        self.core = _Core(
+        self.core = _native.Core(
             call_timeout_ms=cfg.call_timeout_ms,
             result_grace_ms=cfg.result_grace_ms,
             conversation_ttl_ms=cfg.conversation_ttl_ms,
@@ -131,7 +129,7 @@ class NativePipeline:
             conversation_fields=list(format_config.conversation_fields),
             max_record_bytes=format_config.max_record_bytes,
             max_id_bytes=format_config.max_id_bytes,
-            # engine.held_cost's constants: both engines charge the same bytes, evict at the same event
+            # config.held_cost's constants: the reference model charges the same bytes
             held_cost=(HELD_BYTES_PER_INPUT_BYTE, HELD_BYTES_PER_EVENT),
             # --raw: decided by vocab.RawMode here, so the core knows no mode names of its own
             raw_sides=(cfg.raw.keeps(True), cfg.raw.keeps(False)),
@@ -156,36 +154,24 @@ class NativePipeline:
         self._python_summary = Summary()
         self._extra_records = 0  # rejected by the reader, dead-lettered by the adapter
         self.dedup = HistoryDedup(format_config.max_history_ids, format_config.max_history_conversations)
-        # What the last record said besides its events (`Pipeline.info`). Only the Python path
+        # What the last record said besides its events (read by the file reader). Only the Python path
         # fills it: a record the fast path reads has events, and no marker comes with events (a
         # request start, an unknown type, a session id are records without any), so the core only
         # clears it, and only after the Python path left something in it (`info_dirty`).
         self.info = RecordInfo()
         self.core.set_info(self.info)
 
-    def _set_tagging(self, tagger: tagging.FailureTagger) -> None:
-        """The tagger's settings into the core; the tagger object itself is not used (its state
-        stays empty: `crossings` and `remembered_calls` are read from this pipeline)."""
+    def _set_tagging(self, tagger: TaggingConfig) -> None:
+        """The tagger's settings into the core, with the two plain functions it calls back."""
         schemas = tagger.schemas
-
-        def schema_check(name: str | None, args_json: bytes | None) -> list[tuple[str, str]]:
-            assert schemas is not None
-            args = orjson.loads(args_json) if args_json is not None else None
-            return list(tagging.schema_findings(schemas, name, args, args_json is None).items())
-
         self.core.set_tagging(
             max_calls=tagger.max_calls,
             max_ms=tagger.max_ms,
             max_hashes=tagger.max_hashes,
             max_total=tagger.max_total,
-            decode_arguments=_decode_arguments,
-            schema_check=schema_check if schemas is not None else None,
+            decode_arguments=toolcheck.decode_arguments_encoded,
+            schema_check=toolcheck.schema_check(schemas) if schemas is not None else None,
         )
-
-    @property
-    def encodes(self) -> bool:
-        """Whether outputs come routed, `(bytes, kind, conversation id, OutputMeta)` (StreamPipeline)."""
-        return self.routed
 
     def _out(self, rec: Record) -> Any:
         """A record made in Python (a dead letter), in the shape the core returns."""
@@ -202,7 +188,7 @@ class NativePipeline:
         reason: str = DeadLetterReason.TOO_LARGE.value,
         detail: str | None = None,
     ) -> list[Any]:
-        """`Pipeline.reject`: a record the reader refused without reading it whole."""
+        """A record the reader refused without reading it whole."""
         self._extra_records += 1
         self.dead_letters[reason] += 1
         if detail is None:
@@ -237,7 +223,7 @@ class NativePipeline:
     ) -> list[Any]:
         """A record the fast path did not read: the Python format layer reads it, and its events
         go into the same compiled state as pre-encoded JSON fragments. Counts and observer calls
-        follow `Pipeline.feed` step by step (the differential tests compare them)."""
+        follow the reference model's pipeline step by step (the differential tests compare them)."""
         info = self.info
         info.clear()
         try:
@@ -255,7 +241,7 @@ class NativePipeline:
         requests = info.requests
         mark_request = self.core.mark_request
         if not events:
-            count_skipped(summary, observer, info, mark_request)  # Pipeline._skipped
+            count_skipped(summary, observer, info, mark_request)
             return []
         out: list[Any] = []
         copies = 0
@@ -264,7 +250,7 @@ class NativePipeline:
             if requests:
                 start_requests(requests, i, mark_request)
             if ev.format in RESENT_FORMATS and not self.dedup.admit(ev):
-                copies += 1  # re-sent history: counted once, as Pipeline does
+                copies += 1  # re-sent history: counted once
                 continue
             admitted.append(ev)
             out.extend(self._process(ev, arrival_ms, src, count=True))
@@ -299,6 +285,23 @@ class NativePipeline:
         )
         return out
 
+    def feed_block(  # noqa: PLR0917 - the compiled entry point's own positional order
+        self, block: bytes, label: str, lineno: int, key: str, limit: int, watch_session: bool
+    ) -> BlockOut:
+        """Whole JSONL lines (adapters/files.py `Block`) through the core in one call: the
+        encoded outputs per output file and the counts (native/src/batch.rs). Unrouted only."""
+        return BlockOut(*_native.feed_block(self.core, block, label, lineno, key, limit, watch_session))
+
+    def feed_messages(
+        self, msgs: list[Any], topic: str, partition: int
+    ) -> list[tuple[RoutedOutput, bytes | None]]:
+        """A partition fetch's messages through the core in one call (routed pipelines only):
+        each output with its message's key (native/src/batch.rs `feed_messages`)."""
+        out: list[tuple[RoutedOutput, bytes | None]] = _native.feed_messages(
+            self.core, msgs, topic, partition
+        )
+        return out
+
     def _keeps_raw(self, is_call: bool) -> bool:
         return self._raw_sides[0 if is_call else 1] or (is_call and self._tagged)
 
@@ -310,7 +313,7 @@ class NativePipeline:
         arrival_ms: float | None,
         src: bytes,
     ) -> list[Any]:
-        """`Pipeline._replay`: only the held blocks again, each after its conversation's
+        """The replay of a checkpointed rebuild: only the held blocks again, each after its conversation's
         checkpointed clock; nothing about the input counted twice."""
         out: list[Any] = []
         for ev in events:
@@ -341,10 +344,12 @@ class NativePipeline:
         value: float = self.core.processing_ms
         return value
 
-    def count_dead_letter(self, rec: Record) -> None:
-        """`Pipeline.count_dead_letter`: a record the adapter dead-lettered without feeding it."""
+    def count_dead_letter(self, rec: Record) -> list[Any]:
+        """A record the adapter dead-lettered without feeding it: counted as read and as the dead
+        letter it became, and returned in the shape of every other output."""
         self._extra_records += 1
         self.dead_letters[rec["reason"]] += 1
+        return [self._out(rec)]
 
     def oldest_held_offset(self) -> int | None:
         offset: int | None = self.core.oldest_held_offset()
@@ -364,7 +369,7 @@ class NativePipeline:
         return cast("list[tuple[int, int, float]]", self.core.mark_clocks())
 
     def held_changes(self) -> HeldChanges:
-        """The core's changes since the last mark (engine.py `held_changes`): O(changes)."""
+        """The core's changes since the last mark: O(changes)."""
         held, released, clocks, unclocked = self.core.held_changes()
         return HeldChanges(
             cast("list[tuple[int, int]]", held),
@@ -391,7 +396,8 @@ class NativePipeline:
 
     @property
     def summary(self) -> Summary:
-        """The same Summary `Pipeline` keeps, assembled from the core's counters."""
+        """The run's Summary, assembled from the core's counters (read it at the end of a run or a
+        scrape, not per record: it builds Counters)."""
         py = self._python_summary
         s = Summary(
             records=self.core.records + self._extra_records,
@@ -414,22 +420,11 @@ class NativePipeline:
 
     @property
     def crossings(self) -> Counter[str]:
-        """Loop-cap crossings by cap ("calls", "time"): what `FailureTagger.crossings` counts."""
+        """Loop-cap crossings by cap ("calls", "time")."""
         return Counter(self.core.crossings)
 
     @property
     def remembered_calls(self) -> int:
-        """`FailureTagger.remembered_calls` of the core's tagger (0 without tagging)."""
+        """Call hashes the core's tagger remembers for the repeat check (0 without tagging)."""
         n: int = self.core.remembered_calls
         return n
-
-
-def _decode_arguments(text: str) -> tuple[bytes | None, str | None]:
-    """`tagging.decode_arguments` for the core: the decoded value re-encoded, or the detail."""
-    value, bad = tagging.decode_arguments(text)
-    if bad is not None:
-        return None, bad
-    try:
-        return orjson.dumps(value), None
-    except orjson.JSONEncodeError:  # nested deeper than orjson writes: the text stands for itself
-        return None, None

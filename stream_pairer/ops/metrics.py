@@ -7,8 +7,8 @@ Why this module is shaped the way it is:
   `metrics.registry`.
 * `observe_outputs` runs once per delivered batch (issue 15): it groups the batch's `OutputMeta`s by
   label set and adds each group's count once, and fills the histograms bucket by bucket, so the cost
-  per output is a tuple count, not a locked add per counter. `observe_output` (one record dict) is
-  the same counting for one record. Every labelled child is resolved once and cached in a plain dict.
+  per output is a tuple count, not a locked add per counter. `observe_output` (one record dict)
+  goes through it too. Every labelled child is resolved once and cached in a plain dict.
 * Labels are bounded: `match`, `kind`, `reason`, `outcome`, `point` and `limit` come from closed
   sets in the code; `tool` comes from the data, so it is folded to `other` after `max_tool_labels`
   distinct names (or to `other` for any name outside `known_tools` when a tool registry is given).
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
@@ -34,7 +33,7 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from stream_pairer.core import vocab
-from stream_pairer.core.model import OutputMeta
+from stream_pairer.core.model import OutputMeta, output_meta
 from stream_pairer.core.vocab import (
     EventType,
     EvictionLimit,
@@ -45,6 +44,7 @@ from stream_pairer.core.vocab import (
     Outcome,
     RecordKind,
 )
+from stream_pairer.ops.histograms import observe_many
 from stream_pairer.ops.stages import StageMetrics
 
 # Closed label sets: the record vocabulary (core/vocab.py) as plain strings.
@@ -89,44 +89,10 @@ EMIT_LATENCY_BUCKETS: Final = (
 _LABELS_OF: Final = itemgetter(0, 1, 2, 3, 4, 5)
 
 
-def observe_many(hist: Histogram, values: Iterable[float], weight: int = 1) -> None:
-    """`hist.observe(v)` for each value (`weight` times each), with one add per bucket touched and
-    one add to the sum, instead of a locked add per observation. Same bucket rule as `observe`
-    (the first bucket whose upper bound is >= the value; NaN counts in the sum and in no bucket).
-    Uses the histogram's value slots (prometheus_client's `_upper_bounds`, `_buckets`, `_sum`,
-    checked when Metrics is built), as `observe` itself does."""
-    bounds = hist._upper_bounds
-    counts = [0] * len(bounds)
-    total = 0.0
-    n = 0
-    for v in values:
-        total += v
-        n += 1
-        if v == v:  # noqa: PLR0124 - NaN is in no bucket
-            counts[bisect_left(bounds, v)] += weight
-    if n == 0:
-        return
-    hist._sum.inc(total * weight)
-    buckets = hist._buckets
-    for i, c in enumerate(counts):
-        if c:
-            buckets[i].inc(c)
-
-
-def _check_histogram_slots() -> None:
-    """Fail at import, not on the first delivered batch, if prometheus_client changed its internals."""
-    probe = Histogram("stream_pairer_slots_probe_seconds", "probe", registry=None)
-    if not all(hasattr(probe, a) for a in ("_upper_bounds", "_buckets", "_sum")):
-        raise RuntimeError("this prometheus_client's Histogram lacks the slots observe_many uses")
-
-
-_check_histogram_slots()
-
-
 class Metrics:
     """All stream-pairer metrics, registered in `self.registry`.
 
-    Callers: the engine adapter calls `observe_output` for every record it emits and `set_state` /
+    Callers: the delivery calls `observe_outputs` for every batch it sends and `set_state` /
     `observe_eviction` from the engine's bookkeeping; the Kafka adapter calls `set_lag`,
     `observe_commit_error`, `observe_produce_error`, `set_assigned_partitions`, `mark_consumed`,
     `observe_input_bytes` (per fetched batch), `observe_output_bytes` (per output sent),
@@ -416,8 +382,8 @@ class Metrics:
 
     # ----------------------------------------------------------------- output
     def observe_outputs(self, metas: Sequence[OutputMeta]) -> None:
-        """Count a batch of output records (pairs, orphans, dead letters) as emitted: the same
-        values as `observe_output` once per record, one add per distinct label set."""
+        """Count a batch of output records (pairs, orphans, dead letters) as emitted, by their
+        OutputMeta (read by the core while encoding): one add per distinct label set."""
         if not metas:
             return
         for (kind, label, fifo_by, tool, outcome, failure), n in Tally(map(_LABELS_OF, metas)).items():
@@ -473,36 +439,12 @@ class Metrics:
             child.inc(n)
 
     def observe_output(self, record: Mapping[str, Any]) -> None:
-        """Count one output record (pair, orphan or dead letter) as emitted."""
+        """Count one output record given as a dict (a test, an embedding caller): its OutputMeta
+        through `observe_outputs`, the one counting path (the core hands metas, never dicts)."""
         kind = record.get("kind")
-        if kind == _PAIR:
-            match = (record.get("match") or NONE_LABEL, record.get("fifo_by") or NONE_LABEL)
-            child = self._pair_children.get(match)
-            if child is None:
-                child = self._pair_children[match] = self.pairs.labels(*match)
-            child.inc()
-            latency_ms = record.get("latency_ms")
-            if latency_ms is not None:
-                if latency_ms < 0:
-                    self.tool_latency_negative.inc()
-                else:
-                    self.tool_latency.observe(latency_ms / 1000.0)
-            self._observe_tagging(record, is_call=True)
-        elif kind in ORPHAN_KINDS:
-            key = (kind, record.get("reason") or NONE_LABEL)
-            child = self._orphan_children.get(key)
-            if child is None:
-                child = self._orphan_children[key] = self.orphans.labels(*key)
-            child.inc()
-            self._observe_tagging(record, is_call=kind == _ORPHAN_CALL)
-        elif kind == _DEAD_LETTER:
-            reason = record.get("reason") or NONE_LABEL
-            child = self._dead_children.get(reason)
-            if child is None:
-                child = self._dead_children[reason] = self.dead_letters.labels(reason)
-            child.inc()
-        else:
+        if kind not in RECORD_KINDS:
             raise ValueError(f"not an output record kind: {kind!r}")
+        self.observe_outputs([output_meta(dict(record))])
 
     def observe_input_bytes(self, n: int) -> None:
         """`n` bytes of input records consumed (one call per fetched partition batch)."""
@@ -515,11 +457,6 @@ class Metrics:
         if child is None:
             raise ValueError(f"not an output record kind: {kind!r}")
         child.inc(n)
-
-    def _observe_tagging(self, record: Mapping[str, Any], *, is_call: bool) -> None:
-        self._observe_tags(
-            record.get("tool"), record.get("outcome"), record.get("failure"), 1, is_call=is_call
-        )
 
     def tool_label(self, name: str | None) -> str:
         """The `tool` label value for a tool name: bounded, stable for the life of the process.

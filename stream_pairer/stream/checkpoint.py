@@ -12,7 +12,7 @@ committed offset `C` and the last processed offset `HW`, exactly which `(offset,
 still held. Replaying `[C, HW]` processes only those; nothing else in that range is even parsed.
 After `HW`, processing is normal.
 
-It also carries the two kinds of time the engine keeps (see engine.py): the partition's processing
+It also carries the two kinds of time the engine keeps (README, Time): the partition's processing
 time P, from which replayed events count their processing timeouts again (late by the downtime,
 never early), and the event-time clock of each conversation that holds events, so the replay
 re-derives exactly the same event-time deadlines as the first pass. A clock is keyed by the

@@ -1,6 +1,6 @@
 """Processing time of one partition: the wall-clock tick policy, pure (the caller passes the clock).
 
-Why it exists: event time is per conversation (see engine.py) and only moves when that
+Why it exists: event time is per conversation (README, Time) and only moves when that
 conversation's events arrive. A conversation that goes quiet would then keep its unanswered calls
 forever (Kafka Streams' stream-time punctuation has the same gap). So the engine also has a
 processing clock P, which this module derives from the wall clock, per partition, and never from

@@ -17,13 +17,12 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any, Final, NamedTuple, Protocol
 
-from stream_pairer.core.engine import Record
 from stream_pairer.core.model import OutputMeta, Source, dead_letter
-from stream_pairer.core.pipeline import StreamPipeline, consumed_offset
-from stream_pairer.core.vocab import DeadLetterReason, RecordKind
+from stream_pairer.core.pipeline import RoutedOutput, StreamPipeline, consumed_offset
+from stream_pairer.core.vocab import DeadLetterReason, Record, RecordKind
 from stream_pairer.stream.checkpoint import Checkpoint, ReplayFilter
 from stream_pairer.stream.clock import NEG_INF, ProcessingClock
 
@@ -128,13 +127,13 @@ class OutputTopics:
 
 
 class Emitted(NamedTuple):
-    """One output to produce. `record` is a dict (Python engine) or its encoded bytes (compiled
-    core); `meta` is what the metrics count of it (None: derive it from the dict)."""
+    """One output to produce: the encoded record, as the compiled core wrote it, and `meta`,
+    what the metrics count of it (read by the core while encoding, never decoded here)."""
 
     topic: str
     key: bytes | None
-    record: Record | bytes
-    meta: OutputMeta | None = None
+    record: bytes
+    meta: OutputMeta
 
 
 __all__ = ["consumed_offset"]  # re-exported: the offset rule lives with the pipelines (core/pipeline.py)
@@ -196,8 +195,6 @@ class PartitionState:
         self.lineage_headers = lineage_headers  # --repartition: sources come from the record headers
         self.partition = partition
         self.pipeline = pipeline
-        # The compiled core routed: outputs come encoded, with their kind, key and OutputMeta.
-        self._route = self._route_encoded if pipeline.encodes else self._route_records
         self.outputs = outputs
         self.clock = ProcessingClock.start(restore.processing_ms if restore is not None else None, wall_ms)
         # Offset after the last processed record; None until known (no commit yet and nothing read).
@@ -227,6 +224,10 @@ class PartitionState:
     def feed(self, records: Iterable[InputRecord], wall_ms: float) -> list[Emitted]:
         """Process fetched records in offset order; return what to produce."""
         out: list[Emitted] = []
+        batch = getattr(self.pipeline, "feed_messages", None)
+        if batch is not None and self.replay is None and not self.lineage_headers:
+            self._feed_batch(records, batch, out)
+            return out
         for msg in records:
             offset = msg.offset
             if self.next_offset is not None and offset < self.next_offset:
@@ -250,6 +251,24 @@ class PartitionState:
             if not self.replay.active:
                 self._end_replay()
         return out
+
+    def _feed_batch(self, records: Iterable[InputRecord], batch: Any, out: list[Emitted]) -> None:
+        """The common case (no replay, no lineage headers): the fetch's new messages cross into
+        the core in one call (`NativePipeline.feed_messages`), fed exactly as `_feed_record` feeds
+        them one by one; only the routing of their outputs is done here."""
+        run: list[InputRecord] = []
+        nxt = self.next_offset
+        for msg in records:
+            if nxt is None or msg.offset >= nxt:  # else already processed (a stale fetch after a seek)
+                run.append(msg)
+                nxt = msg.offset + 1
+        if not run:
+            return
+        self._route_keyed(batch(run, self.topic, self.partition), out)
+        self.next_offset = nxt
+        self.last_processed = run[-1].offset
+        self.dirty = True
+        self.records_fed += len(run)
 
     def _end_replay(self) -> None:
         self._ledger.unclocked.update(self._restore_clocks)  # clocks of held events never replayed
@@ -288,8 +307,7 @@ class PartitionState:
         if self.lineage_headers and msg.headers:
             bad = self._unreadable_forward(msg)
             if bad is not None:
-                self.pipeline.count_dead_letter(bad)
-                self._route_records([bad], msg.key, out)
+                self._route(self.pipeline.count_dead_letter(bad), msg.key, out)
                 return
         key = msg.key
         recs = self.pipeline.feed(
@@ -491,25 +509,19 @@ class PartitionState:
 
     # ------------------------------------------------------------------ outputs
 
-    def _route_records(self, recs: list[Record], input_key: bytes | None, out: list[Emitted]) -> None:
-        topics = self.outputs
-        for rec in recs:
-            kind = rec["kind"]
-            if kind == _PAIR:
-                out.append(Emitted(topics.pairs, rec["conversation_id"].encode(), rec))
-            elif kind == _DEAD_LETTER:
-                out.append(Emitted(topics.dead_letters, input_key, rec))
-            else:
-                out.append(Emitted(topics.orphans, rec["conversation_id"].encode(), rec))
+    def _route(self, recs: list[RoutedOutput], input_key: bytes | None, out: list[Emitted]) -> None:
+        """The compiled core's routed outputs, `(bytes, kind, conversation id, OutputMeta)`, of
+        one input record (keyed `input_key`): see `_route_keyed`."""
+        self._route_keyed(zip(recs, repeat(input_key)), out)
 
-    def _route_encoded(self, recs: list[Any], input_key: bytes | None, out: list[Emitted]) -> None:
-        """The compiled core's routed outputs, `(bytes, kind, conversation id, OutputMeta)`: routed
-        by kind, keyed by conversation id, never decoded."""
+    def _route_keyed(self, items: Iterable[tuple[RoutedOutput, bytes | None]], out: list[Emitted]) -> None:
+        """Routed outputs with their input record's key: routed by kind, keyed by conversation id
+        (a dead letter by its input's key), never decoded."""
         topics = self.outputs
-        for data, kind, cid, meta in recs:
-            if kind == _PAIR:
-                out.append(Emitted(topics.pairs, cid.encode(), data, meta))
-            elif kind == _DEAD_LETTER:
+        for (data, kind, cid, meta), input_key in items:
+            if kind == _DEAD_LETTER or cid is None:  # a pair or an orphan always has its id
                 out.append(Emitted(topics.dead_letters, input_key, data, meta))
+            elif kind == _PAIR:
+                out.append(Emitted(topics.pairs, cid.encode(), data, meta))
             else:
                 out.append(Emitted(topics.orphans, cid.encode(), data, meta))

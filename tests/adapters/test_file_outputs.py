@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_pairer.adapters.files import OutputWriter
+from stream_pairer.adapters.outputs import OutputWriter
 from stream_pairer.cli.app import main
 from stream_pairer.errors import InputError
 
@@ -57,7 +57,7 @@ def test_a_failed_run_leaves_the_previous_outputs_untouched(tmp_path: Path) -> N
     assert main(["pair", str(EXAMPLE), "--out", str(out), "-q"]) == 0
     before = {name: (out / name).read_bytes() for name in OUTPUTS}
     with pytest.raises(RuntimeError), OutputWriter(out) as writer:
-        writer.write([{"kind": "pair", "half": "written"}])
+        writer.write([b'{"kind":"pair","half":"written"}'])
         raise RuntimeError("the run failed half way")
     assert {name: (out / name).read_bytes() for name in OUTPUTS} == before
     assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)  # temporaries removed

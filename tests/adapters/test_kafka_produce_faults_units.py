@@ -25,9 +25,9 @@ from stream_pairer.adapters.kafka.logs import JsonFormatter, RepeatFilter, State
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
 from stream_pairer.adapters.kafka.topics import check_template, render_template, verify_checkpoint_topics
 from stream_pairer.cli.app import main
-from stream_pairer.core.engine import Engine
+from stream_pairer.core.config import EngineConfig
 from stream_pairer.core.formats import FormatConfig
-from stream_pairer.core.pipeline import Pipeline
+from stream_pairer.core.native import NativePipeline
 from stream_pairer.errors import ConfigError, OutputTooLarge
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.partition import (
@@ -37,6 +37,7 @@ from stream_pairer.stream.partition import (
     lineage_from_headers,
     lineage_headers,
 )
+from tests.engine_helpers import DecodedPartitionState
 
 # ------------------------------------------------------------------------------ templates
 
@@ -73,8 +74,8 @@ def _pair(content_bytes: int, ident: str = "c-1") -> dict[str, Any]:
 
 def test_an_output_is_fitted_under_its_topics_limit_keeping_lineage() -> None:
     rec = _pair(300_000)
-    assert len(fit_output(rec, 2_000_000)) > 600_000  # under the limit: untouched
-    small = orjson.loads(fit_output(rec, 100_000))
+    assert len(fit_output(orjson.dumps(rec), 2_000_000)) > 600_000  # under the limit: untouched
+    small = orjson.loads(fit_output(orjson.dumps(rec), 100_000))
     assert small["payload_truncated"] is True and small["payload_bytes"] > 600_000
     assert small["result"]["content"] is None and small["result"]["source"] == rec["result"]["source"]
     assert small["call"]["id"] == "c-1" and small["pair_id"] == "p"
@@ -83,19 +84,19 @@ def test_an_output_is_fitted_under_its_topics_limit_keeping_lineage() -> None:
 def test_an_output_still_too_large_keeps_only_identity_then_is_refused() -> None:
     rec = _pair(10, ident="i" * 5_000)
     rec["tool"] = "t" * 50_000  # only payload-free fields are huge
-    value = fit_output(rec, 20_000)
+    value = fit_output(orjson.dumps(rec), 20_000)
     small = orjson.loads(value)
     assert len(value) <= 20_000 and small["output_truncated"] is True
     assert small["call"]["id"] == "i" * 5_000 and small["result"]["source"]["offset"] == 7
     with pytest.raises(OutputTooLarge, match=r"max\.message\.bytes"):
-        fit_output(rec, 1_000)
+        fit_output(orjson.dumps(rec), 1_000)
 
 
 def test_a_dead_letter_fitted_keeps_its_reason_and_lineage() -> None:
     source = {"topic": "t", "partition": 1, "offset": 3}
     rec = {"kind": "dead_letter", "reason": "invalid_json", "detail": "d", "raw": "z" * 200_000,
            "raw_bytes": 200_000, "raw_truncated": False, "source": source}  # fmt: skip
-    small = orjson.loads(fit_output(rec, 50_000))
+    small = orjson.loads(fit_output(orjson.dumps(rec), 50_000))
     assert small["reason"] == "invalid_json" and small["source"]["offset"] == 3
     assert small["raw"] == "" and small["raw_truncated"] is True and small["raw_bytes"] == 200_000
 
@@ -115,9 +116,9 @@ def test_checkpoint_topics_with_broker_defaults_are_refused_with_the_fix() -> No
 
 
 def _state() -> PartitionState:
-    return PartitionState(
-        "in.by-conversation", 0, Pipeline(Engine()), OutputTopics("p", "o", "d"), start_offset=0,
-        lineage_headers=True,
+    return DecodedPartitionState(
+        "in.by-conversation", 0, NativePipeline(routed=True), OutputTopics("p", "o", "d"),
+        start_offset=0, lineage_headers=True,
     )  # fmt: skip
 
 
@@ -235,12 +236,13 @@ def test_the_sidecar_registry_has_the_standard_process_metrics() -> None:
 
 
 def test_ids_longer_than_max_id_bytes_make_a_too_large_dead_letter() -> None:
-    pipeline = Pipeline(Engine(), FormatConfig(max_id_bytes=64))
+    pipeline = NativePipeline(EngineConfig(), FormatConfig(max_id_bytes=64))
     ok = orjson.dumps({"conversation_id": "c" * 64, "type": "tool_call", "id": "a", "name": "f"})
-    assert [r["kind"] for r in pipeline.feed(ok, {"file": "f", "line": 1})] == []  # held: a call
+    assert pipeline.feed(ok, {"file": "f", "line": 1}) == []  # held: a call
     for field, value in (("conversation_id", "c" * 65), ("id", "é" * 33), ("name", "n" * 100)):
         body = {"conversation_id": "c", "type": "tool_call", "id": "a", "name": "f", field: value}
-        (rec,) = pipeline.feed(orjson.dumps(body), {"file": "f", "line": 2})
+        (data,) = pipeline.feed(orjson.dumps(body), {"file": "f", "line": 2})
+        rec = orjson.loads(data)
         assert rec["kind"] == "dead_letter" and rec["reason"] == "too_large", rec
         assert "--max-id-bytes" in rec["detail"]
 

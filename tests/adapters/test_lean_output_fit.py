@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 
 from stream_pairer.adapters.kafka.delivery import fit_output
-from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.model import ToolEvent
 from stream_pairer.core.vocab import RawMode
+from tests.reference.engine import Engine, EngineConfig
 
 
 def test_fitting_a_lean_pair_leaves_an_omitted_raw_absent() -> None:
@@ -18,7 +18,7 @@ def test_fitting_a_lean_pair_leaves_an_omitted_raw_absent() -> None:
     result = ToolEvent("tool_result", "c", "t1", "s", big, 1500.0, "canonical", {"offset": 2}, raw={"c": big})
     (pair,) = engine.process(call) + engine.process(result)
     assert "raw" in pair["call"] and "raw" not in pair["result"]
-    fitted = orjson.loads(fit_output(pair, 10_000))
+    fitted = orjson.loads(fit_output(orjson.dumps(pair), 10_000))
     assert fitted["payload_truncated"] is True
     assert fitted["call"]["raw"] is None  # there, emptied by the fitting (flagged above)
     assert "raw" not in fitted["result"]  # left out by --raw call, and still visibly so

@@ -13,11 +13,9 @@ from prometheus_client import CollectorRegistry
 
 from stream_pairer.adapters.kafka.delivery import Backoff, encode_output
 from stream_pairer.adapters.kafka.errors import classify
-from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig, partition_tagger
+from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
 from stream_pairer.cli.app import build_parser
 from stream_pairer.cli.commands.run import config_from_args
-from stream_pairer.core.engine import EngineConfig
-from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.errors import (
     AuthorizationFailed,
     BrokerUnavailable,
@@ -28,6 +26,7 @@ from stream_pairer.errors import (
 )
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics
+from tests.reference.engine import EngineConfig
 
 
 @pytest.mark.parametrize(
@@ -115,10 +114,10 @@ def _pair(payload: str) -> dict[str, Any]:
 
 def test_an_output_over_the_size_limit_keeps_identity_and_loses_payloads() -> None:
     small = _pair("x" * 10)
-    assert orjson.loads(encode_output(small, 10_000)) == small
+    assert orjson.loads(encode_output(orjson.dumps(small), 10_000)) == small
     big = _pair("x" * 50_000)
-    out = orjson.loads(encode_output(big, 10_000))
-    assert len(encode_output(big, 10_000)) < 10_000
+    out = orjson.loads(encode_output(orjson.dumps(big), 10_000))
+    assert len(encode_output(orjson.dumps(big), 10_000)) < 10_000
     assert out["payload_truncated"] is True and out["payload_bytes"] > 100_000
     assert out["call"]["arguments"] is None and out["result"]["content"] is None
     assert out["call"]["source"] == big["call"]["source"] and out["pair_id"] == "p"
@@ -201,23 +200,3 @@ def test_limit_gauges_scale_with_the_assigned_partitions() -> None:
     del sc.states[TopicPartition("t", 3)]
     sc._publish_assignment()
     assert gauge("stream_pairer_held_bytes_limit") == 3 << 20
-
-
-def test_each_partition_gets_its_own_tagger_state_with_the_same_settings() -> None:
-    # Shared tagger state would make one partition's repeat memory (and its total bound) depend on
-    # the other partitions of the process, so a replay elsewhere could tag differently.
-    shared = FailureTagger(max_calls_per_conversation=5, max_hashes_total=7)
-    a, b = partition_tagger(shared), partition_tagger(shared)
-    assert isinstance(a, FailureTagger) and isinstance(b, FailureTagger)
-    assert a is not shared and b is not shared and a is not b
-    assert (a.max_calls, a.max_total, a.schemas) == (5, 7, shared.schemas)
-    assert a.remembered_calls == 0
-
-    class Stateless:  # a tagger that cannot make copies is used as it is
-        def on_call(self, call: Any, conv: Any) -> None: ...
-
-        def tag(self, record: Any, call: Any, result: Any) -> None: ...
-
-    plain = Stateless()
-    assert partition_tagger(plain) is plain  # type: ignore[arg-type]
-    assert partition_tagger(None) is None

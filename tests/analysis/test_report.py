@@ -23,7 +23,7 @@ import pytest
 
 from stream_pairer.cli.commands import report as report_cmd
 from stream_pairer.core.model import format_ts
-from stream_pairer.core.tagging import POINTS
+from tests.reference.tagging import POINTS
 
 T0 = 1_735_689_600_000.0  # 2025-01-01T00:00:00Z
 DAY = 86_400_000.0

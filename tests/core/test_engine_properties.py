@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.core.engine import Engine, EngineConfig, held_cost
 from stream_pairer.core.model import ToolEvent
 from tests.core.engine_helpers import call, key, members, result
+from tests.reference.engine import Engine, EngineConfig, held_cost
 
 NAMES = ["search", "fetch", "weather", None]
 

@@ -19,11 +19,11 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.core.engine import Engine, EngineConfig, held_cost
 from stream_pairer.core.model import ToolEvent
-from stream_pairer.core.pipeline import Pipeline
 from tests.core.engine_helpers import call, key, members, result
 from tests.core.time_helpers import T0, lagging_conversations
+from tests.reference.engine import Engine, EngineConfig, held_cost
+from tests.reference.pipeline import Pipeline
 
 DAY = 86_400_000
 HOUR = 3_600_000

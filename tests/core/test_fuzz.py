@@ -41,13 +41,13 @@ if __package__ in (None, ""):  # run as a script: make `stream_pairer` importabl
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from stream_pairer.analysis.audit import Auditor, AuditReport, render
-from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FORMATS, parse_record
 from stream_pairer.core.model import FormatError
-from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.core.tagging import FailureTagger
 from stream_pairer.core.toolschemas import ToolSchemaError, ToolSchemaRegistry
 from tests.core.formats_helpers import family_records
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
+from tests.reference.tagging import FailureTagger
 
 SAMPLES = Path(__file__).parents[1] / "samples"
 SCHEMA_FILE = Path(__file__).parents[2] / "stream_pairer" / "schemas" / "dead_letter.schema.json"

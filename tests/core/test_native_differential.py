@@ -19,16 +19,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.core import native, tagging
-from stream_pairer.core.engine import Engine, EngineConfig
-from stream_pairer.core.pipeline import Pipeline
-from stream_pairer.core.tagging import FailureTagger
+from stream_pairer import _native
+from stream_pairer.core import native
 from stream_pairer.core.toolschemas import ToolSchemaRegistry
 from stream_pairer.core.vocab import RawMode
 from tests.engine_helpers import engine_config
-
-pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
-_native: Any = pytest.importorskip("stream_pairer._native")
+from tests.reference import tagging
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
+from tests.reference.tagging import FailureTagger
 
 T0 = 1_750_000_000_000
 CONVS = ("c0", "c1", "c2", "c3")
@@ -1271,15 +1270,6 @@ def test_result_verdict_is_classify_results(value: Any, is_error: bool | None, a
 def test_rejection_heuristic_is_the_python_patterns(text: str) -> None:
     """The Rust `regex` translation of _PREFIX/_REJECTION (Python's `\\s` and re.I) on the known texts."""
     assert _native.input_rejection(text) == tagging.input_rejection(tagging.Verdict("ok", "", text))
-
-
-def test_supports_every_failure_tagger() -> None:
-    assert native.supports(None)
-    assert native.supports(FailureTagger())
-    assert native.supports(
-        FailureTagger(ToolSchemaRegistry.from_definitions(TOOL_SCHEMAS), max_calls_per_conversation=0)
-    )
-    assert not native.supports(object())
 
 
 def test_repeat_check_ignores_key_order_and_tells_values_apart() -> None:

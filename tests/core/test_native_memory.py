@@ -15,10 +15,8 @@ import orjson
 import pytest
 
 from stream_pairer.core import native
-from stream_pairer.core.engine import EngineConfig
-from stream_pairer.core.tagging import FailureTagger
-
-pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+from tests.reference.engine import EngineConfig
+from tests.reference.tagging import FailureTagger
 
 BOUND = 200
 T0 = 1_750_000_000_000

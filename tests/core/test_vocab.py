@@ -13,7 +13,6 @@ import pytest
 
 import stream_pairer
 from stream_pairer.core import vocab
-from stream_pairer.core.engine import Engine
 from stream_pairer.core.model import ToolEvent, dead_letter
 from stream_pairer.core.vocab import (
     DeadLetterReason,
@@ -28,6 +27,7 @@ from stream_pairer.core.vocab import (
     PairRecord,
     RecordKind,
 )
+from tests.reference.engine import Engine
 
 PACKAGE = Path(stream_pairer.__file__).parent
 SCHEMAS = PACKAGE / "schemas"
@@ -143,8 +143,8 @@ def test_log_formats_equal_the_side_schema() -> None:
 
 def test_raw_modes_keep_raw_on_the_sides_they_name() -> None:
     """--raw: one definition of what each mode keeps, a config that checks its value."""
-    from stream_pairer.core.engine import EngineConfig  # noqa: PLC0415
     from stream_pairer.core.vocab import DEFAULT_RAW_MODE, RawMode  # noqa: PLC0415
+    from tests.reference.engine import EngineConfig  # noqa: PLC0415
 
     assert [(m.keeps(True), m.keeps(False)) for m in RawMode] == [(True, True), (True, False), (False, False)]
     assert EngineConfig().raw is DEFAULT_RAW_MODE is RawMode.ALL  # today's records by default

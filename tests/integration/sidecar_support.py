@@ -27,7 +27,7 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from stream_pairer.adapters.kafka.sidecar import Sidecar, SidecarConfig
-from stream_pairer.core.engine import EngineConfig
+from tests.reference.engine import EngineConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from kafka_broker import free_ports as _free_ports

@@ -22,10 +22,10 @@ from aiokafka import AIOKafkaProducer
 from kafka_broker import KafkaBroker
 
 from stream_pairer.cli.app import main
-from stream_pairer.core.engine import Engine
-from stream_pairer.core.pipeline import Pipeline
 from tests.integration.conftest import require_kafka
 from tests.integration.trial_support import SEED, check
+from tests.reference.engine import Engine
+from tests.reference.pipeline import Pipeline
 
 
 @pytest.mark.parametrize(("exactly_once", "trial"), [(False, 0), (False, 1), (True, 0), (True, 1)])

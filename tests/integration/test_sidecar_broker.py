@@ -20,7 +20,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from stream_pairer.adapters.kafka.sidecar import Sidecar
-from stream_pairer.core.engine import EngineConfig
+from tests.reference.engine import EngineConfig
 
 from .conftest import BrokerFactory, TopicFactory
 from .sidecar_support import (

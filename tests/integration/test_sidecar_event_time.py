@@ -78,10 +78,9 @@ async def test_conversations_an_hour_apart_in_the_same_partitions_lose_no_pair(
             await produce(bootstrap, topic, late)
             await reader.until(lambda recs: summary(recs)["orphan_call:timeout"] == 2, timeout_s=30)
             ticked = [r for r in reader.records if r["kind"] != "pair"]
-        # Every partition ran the engine the configuration resolved to (auto: the compiled core
-        # for this untagged sidecar when it is built; STREAM_PAIRER_ENGINE forces one).
-        native_ran = {st.pipeline.encodes for st in sidecar.states.values()}
-        assert native_ran == {sidecar.config.pairing_engine == "native"}, native_ran
+        # Every partition ran the compiled core, the one production pipeline.
+        native_ran = {type(st.pipeline).__name__ for st in sidecar.states.values()}
+        assert native_ran == {"NativePipeline"}, native_ran
     finally:
         assert await sidecar.stop()
 

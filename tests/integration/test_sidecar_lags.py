@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from stream_pairer.adapters.kafka.sidecar import Sidecar
-from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.config import EngineConfig
 
 from .conftest import TopicFactory
 from .sidecar_support import (

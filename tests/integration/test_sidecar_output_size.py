@@ -11,8 +11,8 @@ from collections import Counter
 
 import orjson
 
-from stream_pairer.core.engine import EngineConfig
 from stream_pairer.core.vocab import RawMode
+from tests.reference.engine import EngineConfig
 
 from .conftest import KafkaBroker, TopicFactory
 from .sidecar_support import OutputReader, config, event, http_get, produce, started, summary

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_pairer.core.engine import EngineConfig
+from tests.reference.engine import EngineConfig
 
 from .conftest import KafkaBroker, TopicFactory
 from .sidecar_support import (

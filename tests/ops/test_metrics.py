@@ -14,7 +14,6 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.formats import parse_record
 from stream_pairer.core.model import output_meta
 from stream_pairer.ops.metrics import (
@@ -27,6 +26,7 @@ from stream_pairer.ops.metrics import (
     Metrics,
     metric_names,
 )
+from tests.reference.engine import Engine, EngineConfig
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "stream_pairer" / "schemas"
 

@@ -17,15 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.core import native
-from stream_pairer.core.engine import EngineConfig
 from stream_pairer.stream import partition
 from stream_pairer.stream.checkpoint import Checkpoint, assemble, decode, encode, key, read_chain
 from stream_pairer.stream.partition import OutputTopics, PartitionState
 from tests.engine_helpers import stream_pipeline
+from tests.reference.engine import EngineConfig
 from tests.stream.test_partition_engines import Msg, Twin, _same, lives
-
-pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 
 
 class Log:

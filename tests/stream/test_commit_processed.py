@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_pairer.core.engine import EngineConfig
+from stream_pairer.core.config import EngineConfig
 from stream_pairer.stream.checkpoint import (
     Checkpoint,
     ReplayFilter,

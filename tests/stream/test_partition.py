@@ -18,9 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_pairer.adapters.kafka.rekeyer import conversation_key
-from stream_pairer.core.engine import Engine, EngineConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG
-from stream_pairer.core.pipeline import Pipeline
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
 from stream_pairer.stream.partition import (
@@ -33,6 +31,8 @@ from stream_pairer.stream.partition import (
 )
 from tests.core.time_helpers import canonical as rec
 from tests.engine_helpers import DecodedPartitionState, Msg, stream_pipeline
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
 
 T0 = 1_741_944_400_000  # event times in ms
 TOPICS = OutputTopics.for_input("in")

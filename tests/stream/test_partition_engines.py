@@ -14,18 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_pairer.core import native
-from stream_pairer.core.engine import EngineConfig
 from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
 from stream_pairer.stream.partition import Emitted, OutputTopics, PartitionState, lineage_headers
 from tests.core.test_native_differential import CONVS, T0, records
 from tests.engine_helpers import Msg, Recorder, decoded, engine_config, stream_pipeline
-
-pytestmark = pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+from tests.reference.engine import EngineConfig
 
 TOPIC = "in"
 TOPICS = OutputTopics.for_input(TOPIC)
@@ -143,7 +139,9 @@ def test_both_engines_run_a_partition_alike(life: tuple[EngineConfig, bool, list
 def test_the_twin_really_runs_the_compiled_core() -> None:
     twin = Twin(EngineConfig(), repartition=True)
     py, nat = twin.states
-    assert type(py.pipeline).__name__ == "Pipeline" and type(nat.pipeline).__name__ == "NativePipeline"
+    assert (
+        type(py.pipeline).__name__ == "EncodedReference" and type(nat.pipeline).__name__ == "NativePipeline"
+    )
     call = orjson.dumps({"conversation_id": "c", "type": "tool_call", "id": "a", "name": "t", "ts": T0})
     msg = Msg(5, b"c", call, T0, tuple(lineage_headers("orig", 1, 99)))
     _same(py.feed([msg], 0.0), nat.feed([msg], 0.0))

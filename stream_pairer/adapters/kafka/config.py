@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import Final
 
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from stream_pairer.adapters.kafka.topics import check_template, render_template
-from stream_pairer.core.engine import EngineConfig, Tagger
-from stream_pairer.core.engines import EngineName, resolve_engine
+from stream_pairer.core.config import EngineConfig, TaggingConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.ops.heap import DEFAULT_INTERVAL_S as DEFAULT_TRIM_INTERVAL_S
 from stream_pairer.stream.partition import DEAD_LETTER_TOPIC, ORPHANS_TOPIC, PAIRS_TOPIC, OutputTopics
-
-
-def partition_tagger(tagger: Tagger | None) -> Tagger | None:
-    """Each partition's engine gets a tagger of its own when the tagger can make one: its bounded
-    state must depend on the partition's own input only, like the engine's limits, or a replay on
-    another instance (sharing the process with other partitions) could tag differently."""
-    fresh = getattr(tagger, "fresh", None)
-    return fresh() if callable(fresh) else tagger
-
-
-ENGINE_ENV: Final = "STREAM_PAIRER_ENGINE"
-
-
-def default_engine_choice() -> str:
-    """`--engine`'s default where a SidecarConfig is built without the CLI (tests, embedding): the
-    CLI's own environment variable, so a whole test run can be pointed at one engine."""
-    return os.environ.get(ENGINE_ENV, "auto")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +28,9 @@ class SidecarConfig:
     client_id: str = "stream-pairer"
     engine: EngineConfig = field(default_factory=EngineConfig)
     formats: FormatConfig = DEFAULT_CONFIG
-    tagger: Tagger | None = None
-    # --engine: auto, native or python (core/engines.py); `pairing_engine` is what it resolves to.
-    engine_choice: str = field(default_factory=default_engine_choice)
+    # Failure tagging's settings; each partition's core keeps its own tagging state, so a replay
+    # on another instance tags exactly as the first pass did.
+    tagger: TaggingConfig | None = None
     max_records: int = 1000
     poll_timeout_s: float = 0.2
     tick_interval_s: float = 1.0
@@ -78,7 +58,6 @@ class SidecarConfig:
     security: KafkaSecurity = PLAINTEXT  # TLS/SASL and client pass-through (security.py)
 
     def __post_init__(self) -> None:
-        resolve_engine(self.engine_choice, self.tagger)  # --engine native it cannot run: refused now
         if not self.input_topics:
             raise ValueError("at least one input topic is needed")
         if not self.group_id:
@@ -102,11 +81,6 @@ class SidecarConfig:
             ("--repartition-topic", self.repartition_topic, ("topic",)),
         ):
             check_template(option, template, allowed)
-
-    @property
-    def pairing_engine(self) -> EngineName:
-        """The engine every partition runs (checked at construction)."""
-        return resolve_engine(self.engine_choice, self.tagger)
 
     @property
     def commit_every_s(self) -> float:

@@ -37,7 +37,7 @@ from stream_pairer.adapters.kafka.acks import OutputWatch
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import RECORD_OVERHEAD_BYTES, KafkaSettings, make_producer, tp_key
 from stream_pairer.adapters.kafka.errors import classify
-from stream_pairer.core.model import OutputMeta, output_meta
+from stream_pairer.core.model import OutputMeta
 from stream_pairer.core.vocab import RecordKind
 from stream_pairer.errors import CommitFailed, OutputTooLarge, SidecarError
 from stream_pairer.ops.metrics import Metrics
@@ -118,17 +118,15 @@ def _identity_only(rec: dict[str, Any], size: int) -> dict[str, Any]:
     return small
 
 
-def fit_output(record: dict[str, Any] | bytes, limit: int) -> bytes:
-    """orjson of an output record, fitted under `limit` bytes: first without its payloads
+def fit_output(record: bytes, limit: int) -> bytes:
+    """An encoded output record, fitted under `limit` bytes: first without its payloads
     (`payload_truncated: true`), then, if still too large (huge ids or tool names), with only its
     identity, verdict and lineage (`output_truncated: true`). Raises OutputTooLarge only when even
     that does not fit (a topic limit of a few KB: a configuration error)."""
-    if isinstance(record, bytes) and len(record) <= limit:  # encoded by the compiled core: as is
+    if len(record) <= limit:  # as the compiled core encoded it
         return record
-    rec: dict[str, Any] = orjson.loads(record) if isinstance(record, bytes) else record
-    value = orjson.dumps(rec)
-    if len(value) <= limit:
-        return value
+    rec: dict[str, Any] = orjson.loads(record)
+    value = record
     value2 = orjson.dumps(_without_payloads(rec, len(value)))
     if len(value2) <= limit:
         return value2
@@ -191,11 +189,6 @@ class _Open:
 
     builder: Any
     owners: dict[TopicPartition, None] = field(default_factory=dict)  # an ordered set
-
-
-def _meta_of(record: dict[str, Any] | bytes) -> OutputMeta:
-    """What the metrics count of an output handed over without its OutputMeta."""
-    return output_meta(orjson.loads(record) if isinstance(record, bytes) else record)
 
 
 def _failure(err: BaseException, during: str) -> SidecarError:
@@ -360,8 +353,6 @@ class Delivery:
                 batch.builder.append(key=key, value=value, timestamp=None)  # the first always fits
             batch.owners[tp] = None
             meta = item.meta
-            if meta is None:
-                meta = _meta_of(item.record)
             metas.append(meta)
             sizes[meta.kind] = sizes.get(meta.kind, 0) + len(value)
         for kind, n in sizes.items():

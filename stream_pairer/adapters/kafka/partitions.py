@@ -16,12 +16,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
 from stream_pairer.adapters.kafka.clients import tp_key
-from stream_pairer.adapters.kafka.config import partition_tagger
 from stream_pairer.adapters.kafka.delivery import Backoff
 from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.shared import SessionEnded, SidecarState
 from stream_pairer.adapters.kafka.topics import committed_offsets
-from stream_pairer.core.engines import make_pipeline
+from stream_pairer.core.native import NativePipeline
 from stream_pairer.errors import Fenced, OutputTooLarge, SidecarError
 from stream_pairer.stream.checkpoint import Checkpoint, replay_offset
 from stream_pairer.stream.partition import PartitionState
@@ -250,10 +249,9 @@ class PartitionsMixin(SidecarState):
                         "plain replay",
                         tp_key(tp), chain.newest.committed, offset,
                     )  # fmt: skip
-            pipeline = make_pipeline(
-                cfg.pairing_engine, cfg.engine, cfg.formats,
-                tagger=partition_tagger(cfg.tagger), observer=self.metrics, routed=True,
-            )  # fmt: skip
+            pipeline = NativePipeline(
+                cfg.engine, cfg.formats, tagger=cfg.tagger, observer=self.metrics, routed=True
+            )
             start = replay_offset(offset, metadata, cp)  # before the commit when it held events back
             st = PartitionState(
                 tp.topic, tp.partition, pipeline, cfg.outputs(self._origin.get(tp.topic, tp.topic)),

@@ -46,7 +46,7 @@ from stream_pairer.adapters.kafka.clients import (
     make_consumer,
     tp_key,
 )
-from stream_pairer.adapters.kafka.config import SidecarConfig, partition_tagger
+from stream_pairer.adapters.kafka.config import SidecarConfig
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.errors import classify
 from stream_pairer.adapters.kafka.health import HealthMixin
@@ -75,7 +75,7 @@ from stream_pairer.stream.checkpoint import Checkpoint, new_token
 from stream_pairer.stream.clock import CommitCadence, TickSchedule
 from stream_pairer.stream.partition import Emitted, PartitionState
 
-__all__ = ["Sidecar", "SidecarConfig", "partition_tagger"]
+__all__ = ["Sidecar", "SidecarConfig"]
 
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 

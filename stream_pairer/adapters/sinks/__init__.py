@@ -1,12 +1,12 @@
 """Where the output records of a file-mode run go: JSONL files (the default), stdout, Parquet, Iceberg.
 
-Why sinks: every target takes the same stream, `(kind, encoded JSON record)` in output order, and
-knows nothing of the engine that produced it (the compiled core hands over encoded bytes whose
-kind is their first field; the Python engine hands over dicts, encoded here once). The run
+Why sinks: every target takes the same stream, encoded JSON records in output order, each
+starting with its kind (the compiled core's one output type), or grouped per JSONL file by
+`feed_block` (`write_files`). The run
 (`cli/commands/pair.py`) writes to one `Sink` and closes it when the input is done; a sink makes
 its output visible only at `close` (a failed run leaves the previous outputs as they were).
 
-* `jsonl`: `adapters/files.py` `OutputWriter` (three files, temporary files renamed into place);
+* `jsonl`: `adapters/outputs.py` `OutputWriter` (three files, temporary files renamed into place);
 * `-` (stdout): every record as one JSON line, each with its `kind` (`stdout.py`);
 * `parquet`: one typed table per kind, zstd, optionally Hive-partitioned by event day (`parquet.py`);
 * `iceberg`: appended to Iceberg tables through a pyiceberg catalog, `--out CATALOG/NAMESPACE`
@@ -23,10 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, Self
 
-import orjson
-
 from stream_pairer.adapters.outlock import LOCK_NAME
-from stream_pairer.core.vocab import Record
 from stream_pairer.errors import OutputRefused
 
 STDOUT: Final = "-"
@@ -40,7 +37,10 @@ class Sink(Protocol):
 
     bytes_by_kind: dict[str, int]
 
-    def write(self, records: Sequence[Record | bytes]) -> None: ...
+    def write(self, records: Sequence[bytes]) -> None: ...
+    def write_files(
+        self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
+    ) -> None: ...
     def close(self) -> None: ...
     def abort(self) -> None: ...
     def __enter__(self) -> Any: ...
@@ -48,7 +48,22 @@ class Sink(Protocol):
 
 
 class Closing:
-    """The context manager of every sink here: `close` when the run completed, `abort` when not."""
+    """The context manager of every sink here: `close` when the run completed, `abort` when not;
+    and `write_files` for the sinks that take records one by one."""
+
+    def write(self, records: Sequence[bytes]) -> None:
+        raise NotImplementedError
+
+    def write_files(
+        self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
+    ) -> None:
+        """Outputs already grouped per JSONL file by the compiled core (`feed_block`): each is
+        records joined by line breaks, which no encoded record holds, so splitting gives them
+        back. `sizes` are counted again by `write`."""
+        del sizes
+        for data in (pairs, orphans, dead_letters):
+            if data:
+                self.write(data.split(b"\n")[:-1])
 
     def close(self) -> None:
         raise NotImplementedError
@@ -66,14 +81,11 @@ class Closing:
             self.abort()
 
 
-def encoded(records: Sequence[Record | bytes]) -> Iterator[tuple[str, bytes]]:
-    """(kind, encoded record) of each output record, whichever engine produced it."""
-    dumps = orjson.dumps
+def encoded(records: Sequence[bytes]) -> Iterator[tuple[str, bytes]]:
+    """(kind, encoded record) of each output record: every record the core encodes starts with
+    `{"kind":"<kind>"`, so its kind is read without decoding it."""
     for rec in records:
-        if isinstance(rec, bytes):
-            yield rec[_KIND_AT : rec.index(b'"', _KIND_AT)].decode(), rec
-        else:
-            yield rec["kind"], dumps(rec)
+        yield rec[_KIND_AT : rec.index(b'"', _KIND_AT)].decode(), rec
 
 
 def check_out(out: Path, *, overwrite: bool, output_format: str = "jsonl") -> None:
@@ -112,7 +124,7 @@ def open_sink(
         from stream_pairer.adapters.sinks.parquet import ParquetSink  # noqa: PLC0415 - optional pyarrow
 
         return ParquetSink(out, inputs, partition=partition)
-    from stream_pairer.adapters.files import OutputWriter  # noqa: PLC0415 - sinks sit beside it
+    from stream_pairer.adapters.outputs import OutputWriter  # noqa: PLC0415 - it uses Closing
 
     if partition:
         raise OutputRefused("--partition-by-day needs --output-format parquet")

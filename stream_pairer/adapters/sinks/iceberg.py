@@ -32,7 +32,6 @@ from stream_pairer.adapters.sinks import Closing, encoded
 from stream_pairer.adapters.sinks.arrow import require, row_converter, to_table
 from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
 from stream_pairer.adapters.sinks.ddl import iceberg_schema
-from stream_pairer.core.vocab import Record
 from stream_pairer.errors import InputError, OutputRefused
 
 FINGERPRINT: Final = "stream-pairer.run"
@@ -58,7 +57,7 @@ class IcebergSink(Closing):
         self.bytes_by_kind: dict[str, int] = dict.fromkeys(TABLE_OF_KIND, 0)
         self.appended: dict[str, int] = {}  # rows appended per table (0: already there, or none)
 
-    def write(self, records: Sequence[Record | bytes]) -> None:
+    def write(self, records: Sequence[bytes]) -> None:
         h = self._hash
         for kind, rec in encoded(records):
             h.update(rec)

@@ -23,11 +23,10 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.adapters.files import check_output_dir
+from stream_pairer.adapters.outputs import check_output_dir
 from stream_pairer.adapters.sinks import Closing, encoded
 from stream_pairer.adapters.sinks.arrow import arrow_schema, event_day, require, row_converter, to_table
 from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
-from stream_pairer.core.vocab import Record
 from stream_pairer.errors import InputError
 
 # Rows buffered per file before they become a row group: the sink's memory is about this many
@@ -64,7 +63,7 @@ class ParquetSink(Closing):
         d.mkdir(parents=True, exist_ok=True)
         return d / "part-0.parquet"
 
-    def write(self, records: Sequence[Record | bytes]) -> None:
+    def write(self, records: Sequence[bytes]) -> None:
         sizes = self.bytes_by_kind
         for kind, rec in encoded(records):
             sizes[kind] += len(rec)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from stream_pairer.adapters.sinks import Closing, encoded
-from stream_pairer.core.vocab import Record, RecordKind
+from stream_pairer.core.vocab import RecordKind
 
 
 class StdoutSink(Closing):
@@ -21,7 +21,7 @@ class StdoutSink(Closing):
         self.stream = stream if stream is not None else sys.stdout.buffer
         self.bytes_by_kind: dict[str, int] = dict.fromkeys((k.value for k in RecordKind), 0)
 
-    def write(self, records: Sequence[Record | bytes]) -> None:
+    def write(self, records: Sequence[bytes]) -> None:
         sizes = self.bytes_by_kind
         write = self.stream.write
         for kind, rec in encoded(records):

@@ -23,7 +23,6 @@ from typing import TextIO
 import orjson
 
 from stream_pairer.adapters.files import (
-    OUTPUT_FILES,
     FileRecords,
     Oversize,
     check_inputs,
@@ -31,6 +30,7 @@ from stream_pairer.adapters.files import (
 )
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity, probe
 from stream_pairer.adapters.naming import named_inputs
+from stream_pairer.adapters.outputs import OUTPUT_FILES
 from stream_pairer.adapters.walk import Walk, add_walk_arguments
 from stream_pairer.adapters.walk import probe as probe_file
 from stream_pairer.analysis.audit import Auditor, AuditReport, render

@@ -6,25 +6,24 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from stream_pairer.adapters.files import (
-    FileRecords,
-    Oversize,
+from stream_pairer.adapters.files import FileRecords, check_inputs
+from stream_pairer.adapters.naming import named_inputs
+from stream_pairer.adapters.outlock import OutputLock, stop_on_signals
+from stream_pairer.adapters.outputs import (
     check_extra_output,
-    check_inputs,
     check_output_dir,
     write_private_file,
 )
-from stream_pairer.adapters.naming import named_inputs
-from stream_pairer.adapters.outlock import OutputLock, stop_on_signals
 from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, open_sink
 from stream_pairer.adapters.state import RunState
 from stream_pairer.adapters.walk import Walk, add_walk_arguments, skipped_line
+from stream_pairer.api import Pairer
 from stream_pairer.cli.options import (
     add_engine_arguments,
     add_option,
@@ -33,10 +32,7 @@ from stream_pairer.cli.options import (
     format_config_from_args,
     tagger_from_args,
 )
-from stream_pairer.core.engines import make_pipeline, resolve_engine
-from stream_pairer.core.native import NativePipeline
-from stream_pairer.core.pipeline import Pipeline, Summary
-from stream_pairer.core.vocab import OrphanReason, Record
+from stream_pairer.core.pipeline import Summary
 from stream_pairer.errors import InputError, NativeUnavailable, OutputRefused, Stopped
 from stream_pairer.ops.gctune import tune_gc
 
@@ -132,9 +128,7 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()  # held state makes CPython's default GC thresholds cost a third of the loop
     try:
         tagger = tagger_from_args(args)
-        engine = resolve_engine(args.engine, tagger)
-        format_config = format_config_from_args(args)
-        pipeline = make_pipeline(engine, engine_config_from_args(args), format_config, tagger=tagger)
+        pairer = Pairer(engine_config_from_args(args), format_config_from_args(args), tagging=tagger)
     except (OSError, ValueError, NativeUnavailable) as err:
         print(f"stream-pairer pair: {err}", file=sys.stderr)
         return 2
@@ -160,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 args.out, inputs, output_format=args.output_format, partition=args.partition_by_day
             )
             with sink as writer:
-                input_bytes = _pair_inputs(pipeline, named, args, writer, progress, state=state)
+                _pair_inputs(pairer, named, args, writer, progress, state=state)
             if state is not None:
                 state.save([name for _, name in named])
     except InputError as err:
@@ -174,16 +168,14 @@ def run(args: argparse.Namespace) -> int:
             state.close()
     progress.done()
     elapsed = time.monotonic() - started
-    # The compiled core keeps the tagger's counts itself (the tagger object only gave settings).
-    crossings = dict(getattr(pipeline, "crossings", None) or getattr(tagger, "crossings", {}))
-    size = OutputSize(input_bytes, dict(writer.bytes_by_kind))
-    summary = pipeline.summary if state is None else state.uncount(pipeline.summary)
+    crossings = pairer.crossings
+    size = OutputSize(pairer.input_bytes, dict(writer.bytes_by_kind))
+    summary = pairer.stats if state is None else state.uncount(pairer.stats)
     carried = None if state is None else (state.carried_in, state.carried_out)
     if args.summary_json is not None:
         extra = {
             "loop_cap_crossings": crossings,
-            "history_ids_forgotten": pipeline.dedup.forgotten,
-            "engine": engine,
+            "history_ids_forgotten": pairer.pipeline.dedup.forgotten,
             "seconds": round(elapsed, 3),
             "inputs_skipped": dict(walk.skipped),
         }
@@ -192,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
             return code
     if not args.quiet:  # beside the records when they go to stdout
         print(
-            render_summary(summary, elapsed, args.out, crossings, size, engine=engine, carried=carried),
+            render_summary(summary, elapsed, args.out, crossings, size, carried=carried),
             file=sys.stderr if str(args.out) == STDOUT else sys.stdout,
         )
     return 0
@@ -249,28 +241,22 @@ def _open_state(args: argparse.Namespace, names: list[str]) -> RunState | None:
 
 
 def _pair_inputs(
-    pipeline: Pipeline | NativePipeline,
+    pairer: Pairer,
     named: list[tuple[str, str]],
     args: argparse.Namespace,
     writer: Sink,
     progress: _Progress,
     *,
     state: RunState | None,
-) -> int:
-    """Every input through the pipeline into `writer`; returns the input bytes. With `--state`,
-    the previous run's held events are fed back first, and what is still held at the end is
-    carried to the next run (adapters/state.py) unless `--flush`."""
+) -> None:
+    """Every input through the pairer into `writer` (`pairer.input_bytes` counts what was read).
+    With `--state`, the previous run's held events are fed back first, and what is still held at
+    the end is carried to the next run (adapters/state.py) unless `--flush`."""
+    pipeline = pairer.pipeline
     format_config = pipeline.format_config
-    write = writer.write
+    out: Sink | _Observed = writer if state is None else _Observed(writer, state)
     if state is not None:
-        inner = write
-
-        def write(records: Sequence[Record | bytes]) -> None:
-            state.observe(records)
-            inner(records)
-
-        write(state.restore(pipeline))
-    input_bytes = 0
+        out.write(state.restore(pipeline))
     for path, name in named:
         make = FileRecords if state is None else state.records
         records = make(
@@ -280,14 +266,34 @@ def _pair_inputs(
             conversation_fields=format_config.conversation_fields,
             label=name,
         )
-        input_bytes += feed_file(pipeline, records, write, progress.tick)
+        pairer.feed_records(records, sink=out, tick=progress.tick)
     if state is not None and not args.flush:
         state.carry(pipeline)
-        return input_bytes
+        return
     # End of a finite input: an open call will never get its result, and a held result's
     # call will never come; both are kept as orphans, never dropped.
-    write(pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value))
-    return input_bytes
+    out.write(pairer.flush())
+
+
+class _Observed:
+    """A sink whose records `--state` sees first (it learns each conversation's clock from them).
+    Its records come one by one: `RunState.records` takes blocks apart (it spools each record)."""
+
+    def __init__(self, sink: Sink, state: RunState) -> None:
+        self.sink = sink
+        self.state = state
+
+    def write(self, records: Sequence[bytes]) -> None:
+        self.state.observe(records)
+        self.sink.write(records)
+
+    def write_files(
+        self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
+    ) -> None:
+        for data in (pairs, orphans, dead_letters):
+            if data:
+                self.state.observe(data.split(b"\n")[:-1])
+        self.sink.write_files(pairs, orphans, dead_letters, sizes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,35 +326,6 @@ class OutputSize:
         }
 
 
-def feed_file(
-    pipeline: Pipeline | NativePipeline,
-    records: FileRecords,
-    write: Callable[[Sequence[Record | bytes]], None],
-    tick: Callable[[Callable[[], Summary]], None] | None = None,
-) -> int:
-    """Every record of one input file through the pipeline; returns the record bytes read (see
-    OutputSize). A session id announced by a record (Codex `session_meta`) becomes the
-    conversation of the file's later records, unless --conversation-id fixed it."""
-    info = pipeline.info
-    size = 0
-
-    def summary() -> Summary:  # built only when the progress line is due (the core assembles it)
-        return pipeline.summary
-
-    for source, raw, key in records:
-        if isinstance(raw, Oversize):
-            size += raw.size
-            write(pipeline.reject(raw.head, raw.size, source, raw.reason, raw.detail))
-        else:
-            size += len(raw)
-            write(pipeline.feed(raw, source, key=key))
-            if info.session_id is not None and records.forced is None:
-                records.set_session(info.session_id)
-        if tick is not None:
-            tick(summary)
-    return size
-
-
 class _Progress:
     """A progress line on stderr for long inputs: only after the first PROGRESS_EVERY_S seconds."""
 
@@ -359,18 +336,20 @@ class _Progress:
         self.shown = False
         self._n = 0
 
-    def tick(self, summary_of: Callable[[], Summary]) -> None:
-        self._n += 1
-        if self.stream is None or self._n & 1023:
+    def tick(self, n: int = 1) -> None:
+        """`n` more records read (fed or rejected): the count is the ticks themselves, so the
+        line never reads the pipeline's summary. Checked for time every ~1024 records."""
+        before = self._n
+        self._n += n
+        if self.stream is None or (before >> 10) == (self._n >> 10):
             return
         now = time.monotonic()
         if now < self.next_at:
             return
         self.next_at = now + PROGRESS_EVERY_S
-        summary = summary_of()
-        rate = summary.records / max(now - self.started, 1e-9)
+        rate = self._n / max(now - self.started, 1e-9)
         end = "\r" if self.stream.isatty() else "\n"
-        self.stream.write(f"stream-pairer: {summary.records:,} records, {rate:,.0f}/s{end}")
+        self.stream.write(f"stream-pairer: {self._n:,} records, {rate:,.0f}/s{end}")
         self.stream.flush()
         self.shown = True
 
@@ -386,7 +365,6 @@ def render_summary(
     crossings: dict[str, int] | None = None,
     size: OutputSize | None = None,
     *,
-    engine: str | None = None,
     carried: tuple[int, int] | None = None,
 ) -> str:
     rows: list[tuple[str, int | str]] = [
@@ -441,9 +419,8 @@ def render_summary(
             "note: `discovered` events are guesses in shapes no reader names (paired by id only); "
             "--map describes a shape"
         )
-    ran = "" if engine is None else f", {engine} engine"
     where = "records to stdout" if str(out) == STDOUT else f"outputs in {out}/"
-    lines.append(f"{where} ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s{ran})")
+    lines.append(f"{where} ({elapsed:.2f} s, {s.records / max(elapsed, 1e-9):,.0f} records/s)")
     return "\n".join(lines)
 
 

@@ -303,7 +303,6 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         engine=engine_config_from_args(args),
         formats=format_config_from_args(args),
         tagger=tagger_from_args(args),
-        engine_choice=args.engine,
         max_records=args.max_records,
         poll_timeout_s=args.poll_timeout,
         tick_interval_s=args.tick_interval,
@@ -414,5 +413,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"stream-pairer run: {err}", file=sys.stderr)
         return 2
     log.info("Kafka %s: %s", config.bootstrap_servers, config.security.describe())
-    log.info("pairing engine: %s (--engine %s)", config.pairing_engine, config.engine_choice)
     return asyncio.run(serve(config))

@@ -1,4 +1,7 @@
-"""Failure-point tagging: which of the five points a tool call went wrong at, and the outcome.
+"""The reference model of failure-point tagging (the compiled core runs it: native/src/tagging.rs;
+tests compare the two).
+
+Failure-point tagging: which of the five points a tool call went wrong at, and the outcome.
 
 The second source article's first step is not to edit prompts but to tag every call with the point
 where it failed and count: a week later one table says what to fix. The engine calls
@@ -20,13 +23,20 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from stream_pairer.core.config import (
+    MAX_CALLS_PER_CONVERSATION,
+    MAX_CONVERSATION_MS,
+    MAX_HASHES_PER_CONVERSATION,
+    MAX_HASHES_TOTAL,
+)
 from stream_pairer.core.model import ToolEvent
+from stream_pairer.core.toolcheck import cut as _cut
+from stream_pairer.core.toolcheck import decode_arguments, schema_findings
 from stream_pairer.core.vocab import (
     BEDROCK_BLOCKS,
     FREEFORM_CALL_TYPES,
     JSONRPC_INVALID_PARAMS,
     MAX_DECODE_CHARS,
-    MAX_DETAIL,
     MAX_PENDING_REQUESTS,
     MAX_UNWRAP,
     OTHER_BLOCKS,
@@ -40,6 +50,7 @@ from stream_pairer.core.vocab import (
     Outcome,
     RecordKind,
 )
+from tests.reference.repeats import call_key as _call_key
 
 if TYPE_CHECKING:  # a registry is built (loading jsonschema_rs) only when --tool-schemas asks for one
     from stream_pairer.core.toolschemas import ToolSchemaRegistry
@@ -65,11 +76,6 @@ _TIMEOUT: Final = OrphanReason.TIMEOUT.value
 POINTS: Final = (TOOL_SELECTION, ARGUMENT_CONSTRUCTION, EXECUTION, RESULT_INTERPRETATION, TERMINATION)
 PRIORITY: Final = {p: i for i, p in enumerate(POINTS)}
 
-# Defaults of the tagger's limits (the command-line options read them from here).
-MAX_CALLS_PER_CONVERSATION: Final = 12  # the article's loop brake: calls before `termination`
-MAX_CONVERSATION_MS: Final = 10 * 60_000.0  # and wall time from a conversation's first call
-MAX_HASHES_PER_CONVERSATION: Final = 256  # repeat-check memory per conversation
-MAX_HASHES_TOTAL: Final = 200_000  # and per engine (partition)
 STATUSES: Final = frozenset({OK, EMPTY, ERROR})
 # The input-rejection heuristic: text the model was shown saying its input was refused. Anchored at
 # the start of the text (after an "Error:"-style prefix) so that a result which merely mentions
@@ -515,22 +521,6 @@ class FailureTagger:
 _REDELIVERY: Final = "\x00redelivery"
 
 
-def schema_findings(
-    schemas: ToolSchemaRegistry, name: str | None, args: Any, bad_json: bool
-) -> dict[str, str]:
-    """The points the `--tool-schemas` check gives a call: an unregistered tool, or arguments
-    its schema refuses (not checked when they are not even JSON). Shared with the compiled core,
-    which calls it back only when schemas are configured, so that both word it identically."""
-    tool = schemas.get(name)
-    if tool is None:
-        return {TOOL_SELECTION: _cut(f"tool {name!r} is not among the {len(schemas)} registered tools")}
-    if not bad_json:
-        violation = tool.check(args)
-        if violation is not None:
-            return {ARGUMENT_CONSTRUCTION: violation.detail()}
-    return {}
-
-
 def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
     """The call's arguments as a JSON value, and a detail when they are an undecodable JSON string.
 
@@ -548,85 +538,7 @@ def _arguments(call: ToolEvent) -> tuple[Any, str | None]:
     return decode_arguments(args)
 
 
-def decode_arguments(text: str) -> tuple[Any, str | None]:
-    """Arguments given as a JSON string: the decoded value, or the text itself and a detail when
-    it is not JSON. Shared with the compiled core (orjson's error message is part of the detail)."""
-    try:
-        return orjson.loads(text), None
-    except orjson.JSONDecodeError as err:
-        return text, _cut(f"arguments are not valid JSON ({len(text)} chars): {err}")
-
-
-def _call_key(name: str | None, args: Any) -> int:
-    """Identity of (tool, arguments) for the repeat check: equal for the same tool name and the
-    same arguments in canonical form (object keys in any order; 1, 1.0, true and "1" all differ).
-
-    A 64-bit structural hash instead of a BLAKE2b digest of the canonical JSON text: that cost
-    ~3.6-5 us per call (now ~1.6-1.9), and serializing a non-ASCII `str` makes CPython keep a UTF-8 copy
-    inside the string for as long as the held call lives (836 B of the ~6.1 KB held per open
-    conversation in BENCHMARKS.md part 4). `hash(str)` reads the string's own storage and caches
-    only the hash, in a field every string already has. Two different argument sets share a key
-    with probability ~2^-64 per stored call; the hash is not built to resist crafted collisions,
-    and all that one could cause is a wrong `termination` tag."""
-    tool = name or ""
-    try:
-        return hash((tool, _fingerprint(args)))
-    except RecursionError:  # nesting deeper than the walk can go: the type only
-        return hash((tool, _OTHER, type(args).__name__))
-
-
-_STR_KEYED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-_INT, _FLOAT, _LIST, _DICT, _JSON, _OTHER = range(6)
-# Containers up to this size are walked in Python (no serialization); larger ones (a list of
-# numbers, a large object) are serialized in C, which is faster there, and hashed as text (their
-# non-ASCII strings then keep a UTF-8 copy, as all did before). Which way a value goes depends on
-# its own length only, so equal values always take the same way.
-_WALK_MAX: Final = 16
-_EXACT_INT: Final = 2**60  # below it, and >= 0, hash(int) is the int itself: no collision
-
-
-def _fingerprint(v: Any) -> int:
-    t = type(v)
-    if t is str:
-        return hash(v)
-    if t is dict:
-        if len(v) > _WALK_MAX:
-            canon = _canonical(v)
-            if canon is not None:
-                return hash((_JSON, canon))
-        # Sorted (key, value) hashes: the same for any key order. Not their sum: CPython's tuple
-        # hash is close to linear, so {"a": 1, "b": 2} and {"a": 2, "b": 1} would sum alike.
-        pairs = [hash((k if type(k) is str else _fingerprint(k), _fingerprint(x))) for k, x in v.items()]
-        pairs.sort()
-        return hash((_DICT, *pairs))
-    if t is int:
-        # hash(-1) == hash(-2) and hashes wrap modulo 2^61 - 1: those ints go through their text.
-        return hash((_INT, v)) if 0 <= v < _EXACT_INT else hash((_INT, str(v)))
-    if v is None or t is bool:
-        return hash((_OTHER, v))
-    if t is list or t is tuple:
-        if len(v) > _WALK_MAX:
-            canon = _canonical(v)
-            if canon is not None:
-                return hash((_JSON, canon))
-        return hash((_LIST, *[_fingerprint(x) for x in v]))
-    if t is float:
-        return hash((_FLOAT, v.hex()))  # exact, and tells -0.0 from 0.0 as the JSON text does
-    return hash((_OTHER, t.__name__, repr(v)))
-
-
-def _canonical(v: Any) -> bytes | None:
-    try:
-        return orjson.dumps(v, option=_STR_KEYED)
-    except (TypeError, orjson.JSONEncodeError):
-        return None  # not JSON (or deeper than orjson writes): walked instead
-
-
 def _first_line(s: str) -> str:
     s = s.strip()
     i = s.find("\n")
     return s if i < 0 else s[:i]
-
-
-def _cut(s: str) -> str:
-    return s if len(s) <= MAX_DETAIL else s[: MAX_DETAIL - 3] + "..."

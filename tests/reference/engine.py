@@ -1,4 +1,8 @@
-"""The pairing core: ID first, FIFO only as a fallback, and never drop an orphan.
+"""The reference model of the pairing rules (not a production path: the compiled core in native/src
+is the one implementation; tests compare it against this model, the shortest clear statement of
+the rules).
+
+The pairing core: ID first, FIFO only as a fallback, and never drop an orphan.
 
 Pure and synchronous on purpose: no I/O, no asyncio, no clock reads. Every entry point takes the
 time from its caller, so the same input gives the same output (the Kafka adapter relies on that to
@@ -46,70 +50,52 @@ Rules, per conversation (ids are scoped to a conversation):
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
-
-import orjson
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from stream_pairer.core import vocab
-from stream_pairer.core.model import ToolEvent, format_ts
-from stream_pairer.core.state import Conversation, Held
+from stream_pairer.core.config import HELD_BYTES_PER_EVENT, HELD_BYTES_PER_INPUT_BYTE, EngineConfig, held_cost
+from stream_pairer.core.model import ToolEvent
 from stream_pairer.core.vocab import (
-    DEFAULT_RAW_MODE,
-    HELD_BYTES_PER_EVENT,
-    HELD_BYTES_PER_INPUT_BYTE,
-    IDLE_SWEEP_EVERY_MS,
     EvictionLimit,
-    FifoBy,
-    Match,
-    OrphanReason,
-    RawMode,
-    RecordKind,
 )
+from tests.reference.engine_out import Emitter, pair_id
+from tests.reference.engine_views import HeldViews
+from tests.reference.names import (
+    _TIMERS_REBUILD_OVER,
+    BY_ID,
+    BY_NAME,
+    BY_ORDER,
+    DUPLICATE_RESULT,
+    EVICTED,
+    FIFO,
+    FIFO_CONFLICT,
+    IDLE_SWEEP_EVERY_MS,
+    INF,
+    LATE_RESULT,
+    NEG_INF,
+    NO_CALL,
+    PAIRED,
+    PAIRED_FIFO,
+    SHUTDOWN,
+    SUPERSEDED,
+    TIMEOUT,
+)
+from tests.reference.state import Conversation, Held
+
+# Re-exported: the tests read the shared settings where they read the model.
+__all__ = [
+    "HELD_BYTES_PER_EVENT",
+    "HELD_BYTES_PER_INPUT_BYTE",
+    "Engine",
+    "EngineConfig",
+    "held_cost",
+    "pair_id",
+]
 
 Record = vocab.Record  # here too, where most callers have always imported it from
-
-# The vocabulary (vocab.py) as plain `str` globals: records hold exact strings, and the hot path reads
-# a global instead of an enum attribute.
-PAIR: Final = RecordKind.PAIR.value
-ORPHAN_CALL: Final = RecordKind.ORPHAN_CALL.value
-ORPHAN_RESULT: Final = RecordKind.ORPHAN_RESULT.value
-BY_ID: Final = Match.ID.value
-FIFO: Final = Match.FIFO.value
-BY_NAME: Final = FifoBy.NAME.value
-BY_ORDER: Final = FifoBy.ORDER.value
-NO_CALL: Final = OrphanReason.NO_CALL.value
-DUPLICATE_RESULT: Final = OrphanReason.DUPLICATE_RESULT.value
-FIFO_CONFLICT: Final = OrphanReason.FIFO_CONFLICT.value
-LATE_RESULT: Final = OrphanReason.LATE_RESULT.value
-SUPERSEDED: Final = OrphanReason.SUPERSEDED.value
-TIMEOUT: Final = OrphanReason.TIMEOUT.value
-EVICTED: Final = OrphanReason.EVICTED.value
-SHUTDOWN: Final = OrphanReason.SHUTDOWN.value
-# How a closed id ended when it was not an orphan (engine-internal): paired by id, or by position
-# (FIFO, with an id-less result), so a later result carrying the id is named for what it is.
-PAIRED: Final = "paired"
-PAIRED_FIFO: Final = "paired_fifo"
-
-# HELD_BYTES_PER_INPUT_BYTE / HELD_BYTES_PER_EVENT (what one held event costs in memory) and
-# IDLE_SWEEP_EVERY_MS are the vocabulary's (core/vocab.json): defined there, with why.
-
-
-def held_cost(size: int) -> int:
-    """Estimated bytes of memory held for an event of `size` input bytes. A pure function of the
-    size, so charging and releasing an event always move `held_bytes` by the same amount."""
-    return int(size * HELD_BYTES_PER_INPUT_BYTE) + HELD_BYTES_PER_EVENT
-
-
-# A conversation's timer heap is rebuilt from what it holds when stale entries dominate it.
-_TIMERS_REBUILD_OVER = 32
-
-NEG_INF = float("-inf")
-INF = float("inf")
 
 
 class Tagger(Protocol):
@@ -124,58 +110,7 @@ class Tagger(Protocol):
     def tag(self, record: Record, call: ToolEvent | None, result: ToolEvent | None) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    # Both timers count twice: in the event time of the held event's conversation, and in processing
-    # time (see the module docstring); whichever expires first emits the event.
-    call_timeout_ms: float = 10 * 60_000.0
-    result_grace_ms: float = 30_000.0
-    # Idle conversation state (closed ids, tagging counters) is kept this long (processing time)
-    # after its last event, so that a duplicate result or a repeated call is still recognised; the
-    # LRU limit bounds it too, and alone in file mode.
-    conversation_ttl_ms: float = 60 * 60_000.0
-    max_conversations: int = 100_000
-    max_calls_per_conversation: int = 1_000
-    # Estimated bytes (see `held_cost`), not raw input bytes.
-    max_held_bytes: int = 256 * 1024 * 1024
-    max_closed_ids_per_conversation: int = 256
-    # Closed ids remembered in all conversations together: the per-conversation limit alone let
-    # them grow to max_conversations x 256 entries (~160 B each: gigabytes at the defaults), the
-    # RSS creep of BENCHMARKS.md part 4. ~0.2 KB each with the engine-wide index.
-    max_closed_ids: int = 100_000
-    # Which output sides carry `raw` (the original block): vocab.RawMode says what each mode keeps.
-    # Output shape only: pairing, limits and held-bytes accounting are the same in every mode.
-    raw: RawMode = DEFAULT_RAW_MODE
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "raw", RawMode(self.raw))  # "call" given as a plain str is checked too
-        for name in ("max_conversations", "max_calls_per_conversation", "max_held_bytes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.max_closed_ids < 0 or self.max_closed_ids_per_conversation < 0:
-            raise ValueError("max_closed_ids and max_closed_ids_per_conversation must be >= 0")
-        if self.call_timeout_ms <= 0 or self.result_grace_ms < 0:
-            raise ValueError("call_timeout_ms must be > 0 and result_grace_ms >= 0")
-
-
-def pair_id(conversation_id: str, call: ToolEvent) -> str:
-    """Deterministic from conversation + call identity + where the call was read: the same input
-    always gives the same id, so a replayed or reprocessed pair can be deduplicated downstream by
-    this key. The call's lineage (source, block) is part of it even when the call has an id:
-    ids are reused inside one conversation (JSON-RPC ids restart per connection, a resumed session
-    re-sends them), and two real pairs with one key would make a downstream dedup drop one."""
-    head = (
-        f"{conversation_id}\x1fsrc\x1f"
-        if call.id is None
-        else f"{conversation_id}\x1fid\x1f{call.id}\x1fsrc\x1f"
-    )
-    ident = (
-        head.encode() + orjson.dumps(call.source, option=orjson.OPT_SORT_KEYS) + f"\x1f{call.block}".encode()
-    )
-    return hashlib.blake2b(ident, digest_size=12).hexdigest()
-
-
-class Engine:
+class Engine(HeldViews, Emitter):
     """Pairing state for one stream (one Kafka partition, or one file run)."""
 
     def __init__(self, config: EngineConfig | None = None, tagger: Tagger | None = None) -> None:
@@ -263,102 +198,6 @@ class Engine:
         self._advance(now_ms, out)
         return out
 
-    def restore_clock(self, conversation_id: str, clock_ms: float) -> None:
-        """A conversation's clock from a checkpoint, set before its held events are replayed, so the
-        replay re-derives the same event-time deadlines as the first pass. Fires nothing: at the
-        checkpoint, nothing its conversation held was due at that clock."""
-        conv = self._convs.get(conversation_id)
-        if conv is not None:
-            conv.clock_ms = max(conv.clock_ms, clock_ms)
-            if self._dirty is not None:
-                self._dirty.add(conv)
-        else:
-            self._restored_clocks[conversation_id] = max(
-                self._restored_clocks.get(conversation_id, NEG_INF), clock_ms
-            )
-
-    def end_restore(self) -> None:
-        """Drop restored clocks no replayed event used (their events were lost to retention)."""
-        self._restored_clocks = {}
-
-    def held_clocks(self) -> list[tuple[Held, float]]:
-        """What a checkpoint must carry so a replay restores every clock: for each conversation that
-        holds events, its first held event (the replay meets it first) and its clock, unless
-        replaying the held events alone gives the same clock (its newest event is held)."""
-        first: dict[Conversation, Held] = {}
-        rebuilt: set[Conversation] = set()  # a held event carries the conversation's clock
-        for held in self._held.values():  # arrival order: the first seen is the first replayed
-            conv = held.conv
-            if conv not in first:
-                first[conv] = held
-            if held.ts_ms == conv.clock_ms:
-                rebuilt.add(conv)
-        return [
-            (h, conv.clock_ms)
-            for conv, h in first.items()
-            if conv not in rebuilt and conv.clock_ms != NEG_INF
-        ]
-
-    def mark_clocks(self) -> list[tuple[Held, float]]:
-        """`held_clocks`, taken as the base of the next `held_changes`: a full checkpoint (a
-        snapshot) calls it, and the changes after it are what the next delta writes. O(held)."""
-        self.changes = {}
-        self._dirty = set()
-        self._mark += 1
-        mark, position_of = self._mark, self._position_of
-        assert position_of is not None, "track_positions first"
-        found = self.held_clocks()
-        for h, clock in found:
-            h.conv.ck = (mark, position_of(h.event), clock)
-        return found
-
-    def held_changes(self) -> tuple[list[Any], list[Any], list[tuple[Any, float]], list[Any]]:
-        """What changed since the last `mark_clocks` or `held_changes`: (positions now held,
-        positions released, (position, clock) of clock entries set, positions of clock entries
-        dropped), the same state `held_positions`/`held_clocks` give, as a difference. O(changes):
-        only conversations touched since are looked at (each over what it holds)."""
-        changes, dirty = self.changes, self._dirty
-        assert dirty is not None, "mark_clocks first"
-        self.changes, self._dirty = {}, set()
-        held = [p for p, on in changes.items() if on]
-        released = [p for p, on in changes.items() if not on]
-        clocks: list[tuple[Any, float]] = []
-        dropped: list[Any] = []
-        mark, positions = self._mark, self.positions
-        for conv in dirty:
-            old = conv.ck if conv.ck is not None and conv.ck[0] == mark else None
-            new = self._clock_entry(conv)
-            entry = None if new is None else (mark, positions[new[0].seq], new[1])
-            if entry == old:
-                continue
-            if old is not None and (entry is None or entry[1] != old[1]):
-                dropped.append(old[1])
-            if entry is not None:
-                clocks.append((entry[1], entry[2]))
-            conv.ck = entry
-        return held, released, clocks, dropped
-
-    def _clock_entry(self, conv: Conversation) -> tuple[Held, float] | None:
-        """`held_clocks` of one conversation: its first held event and clock, or None."""
-        clock = conv.clock_ms
-        if clock == NEG_INF:
-            return None
-        first: Held | None = None
-        for h in self._conversation_events(conv):
-            if h.ts_ms == clock:
-                return None  # replaying the held events rebuilds the clock
-            if first is None or h.seq < first.seq:
-                first = h
-        return None if first is None else (first, clock)
-
-    @staticmethod
-    def _conversation_events(conv: Conversation) -> Iterator[Held]:
-        yield from conv.open_calls.values()
-        for waiting in conv.pending_results.values():
-            yield from waiting
-        if conv.early_results is not None:
-            yield from conv.early_results.values()
-
     def flush(self, reason: str = SHUTDOWN, result_reason: str | None = None) -> list[Record]:
         """Emit everything still held, oldest first, as orphans with `reason` (held results get
         `result_reason` when given: at the end of a finite input their call is known never to come,
@@ -386,37 +225,6 @@ class Engine:
         self._restored_clocks = {}
         self.held_bytes = self.open_calls = self.pending_results = self.id_bytes = 0
         return n
-
-    # ------------------------------------------------------------------ introspection
-
-    def oldest_held(self) -> Held | None:
-        return next(iter(self._held.values()), None)
-
-    def held(self) -> Iterator[Held]:
-        return iter(self._held.values())
-
-    @property
-    def tracks_positions(self) -> bool:
-        return self._position_of is not None
-
-    def track_positions(self, position_of: Callable[[ToolEvent], Any]) -> None:
-        """Keep `position_of(event)` of every held event in `positions` (seq -> position, in arrival
-        order), updated as events are held and released. Why: the sidecar's checkpoint needs the
-        position of every held event at every commit, and walking the held events for it cost
-        ~1.5 µs each (seconds per commit at a million held events); copying this dict does not
-        touch the events."""
-        self._position_of = position_of
-        self.positions = {seq: position_of(h.event) for seq, h in self._held.items()}
-
-    @property
-    def open_conversations(self) -> int:
-        return len(self._convs)
-
-    @property
-    def closed_ids(self) -> int:
-        """Exposed for benchmarks and tests: this staying at or under `max_closed_ids` is what
-        keeps memory flat once every conversation has closed a few calls."""
-        return len(self._closed)
 
     # ------------------------------------------------------------------ rules
 
@@ -745,57 +553,6 @@ class Engine:
                 return
             del convs[conv.conversation_id]
             self._forget_closed(conv)
-
-    # ------------------------------------------------------------------ output records
-
-    def _emit_pair(
-        self, call: Held, result: Held, match: str, fifo_by: str | None, out: list[Record]
-    ) -> None:
-        self._release(call)
-        self._release(result)
-        conv = call.conv
-        cev, rev = call.event, result.event
-        self._close_id(conv, cev.id, PAIRED if match == BY_ID else PAIRED_FIFO)
-        latency = None
-        if cev.ts_ms is not None and rev.ts_ms is not None:
-            latency = rev.ts_ms - cev.ts_ms
-        rec: Record = {
-            "kind": PAIR,
-            "pair_id": pair_id(conv.conversation_id, cev),
-            "match": match,
-            "fifo_by": fifo_by,
-            "conversation_id": conv.conversation_id,
-            "tool": cev.name if cev.name is not None else rev.name,
-            "call": cev.to_side(self._raw_call),
-            "result": rev.to_side(self._raw_result),
-            "call_ts": format_ts(call.ts_ms),
-            "result_ts": format_ts(result.ts_ms),
-            "latency_ms": latency,
-        }
-        if self.tagger is not None:
-            self.tagger.tag(rec, cev, rev)
-        out.append(rec)
-
-    def _emit_orphan(self, held: Held, reason: str, out: list[Record]) -> None:
-        self._release(held)
-        ev = held.event
-        if ev.is_call:
-            self._close_id(held.conv, ev.id, reason)
-        rec: Record = {
-            "kind": ORPHAN_CALL if ev.is_call else ORPHAN_RESULT,
-            "reason": reason,
-            "conversation_id": held.conv.conversation_id,
-            "tool": ev.name,
-            "ts": format_ts(held.ts_ms),
-            "event": ev.to_side(self._raw_call if ev.is_call else self._raw_result),
-            "source": ev.source,
-        }
-        if self.tagger is not None:
-            if ev.is_call:
-                self.tagger.tag(rec, ev, None)
-            else:
-                self.tagger.tag(rec, None, ev)
-        out.append(rec)
 
 
 def _by_seq(held: Held) -> int:

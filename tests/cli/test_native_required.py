@@ -1,7 +1,6 @@
-"""Where the compiled core is not built, stream-pairer runs on the Python engine; where it is, it
-writes the same records as the Python pipeline for every sample log format.
-
-The first tests need no extension at all (they hide it); the comparison needs it built.
+"""The compiled core is required: where it is not built, importing it (or running a command that
+pairs) fails at once with a message that says what to do, never a traceback or a silent fallback.
+Where it is built, it writes the same records as the reference model for every sample log format.
 """
 
 from __future__ import annotations
@@ -15,48 +14,49 @@ import orjson
 import pytest
 
 from stream_pairer.core import native
-from stream_pairer.core.engine import Engine, EngineConfig
-from stream_pairer.core.pipeline import Pipeline
+from tests.reference.engine import Engine, EngineConfig
+from tests.reference.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "tests" / "samples").glob("*.jsonl"))
 
-# A `pair` run in a fresh interpreter where `import stream_pairer._native` fails, as it does in an
-# install built without a Rust toolchain (sys.modules[name] = None makes the import raise).
-NO_EXTENSION = (
-    "import sys; sys.modules['stream_pairer._native'] = None\n"
-    "from stream_pairer.core import native\n"
-    "assert not native.available()\n"
-    "try:\n"
-    "    native.NativePipeline()\n"
-    "except native.NativeUnavailable:\n"
-    "    pass\n"
-    "else:\n"
-    "    raise AssertionError('NativePipeline without the extension')\n"
-    "from stream_pairer.cli.app import main\n"
-    "sys.exit(main(sys.argv[1:]))\n"
-)
+# A fresh interpreter where `import stream_pairer._native` fails, as it does in an install built
+# without a Rust toolchain (sys.modules[name] = None makes the import raise ImportError).
+HIDDEN = "import sys; sys.modules['stream_pairer._native'] = None\n"
 
 
-def test_without_the_extension_nothing_native_is_offered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(native, "_Core", None)
-    assert not native.available()
-    with pytest.raises(native.NativeUnavailable, match="not built"):
-        native.NativePipeline()
-
-
-def test_pair_runs_without_the_extension(tmp_path: Path) -> None:
-    """The whole file job in an interpreter that cannot import the extension: it pairs."""
+def _run(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = ["pair", *map(str, SAMPLES), "--out", str(tmp_path), "-q"]
-    proc = subprocess.run(
-        [sys.executable, "-c", NO_EXTENSION, *argv], env=env, capture_output=True, text=True, check=False
+    return subprocess.run(
+        [sys.executable, "-c", HIDDEN + code, *argv], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_without_the_extension_the_import_says_what_to_do() -> None:
+    proc = _run(
+        "from stream_pairer.errors import NativeUnavailable\n"
+        "try:\n"
+        "    import stream_pairer.core.native\n"
+        "except NativeUnavailable as err:\n"
+        "    assert isinstance(err, ImportError)\n"
+        "    print(err)\n"
+        "else:\n"
+        "    raise AssertionError('imported without the extension')\n"
     )
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "pairs.jsonl").read_bytes().count(b"\n") > 10
+    assert "not built" in proc.stdout
+    assert "pip install" in proc.stdout and "rustup" in proc.stdout and "dev_native.sh" in proc.stdout
 
 
-@pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
+def test_pair_without_the_extension_exits_2_with_one_line(tmp_path: Path) -> None:
+    argv = ["pair", *map(str, SAMPLES), "--out", str(tmp_path / "out"), "-q"]
+    proc = _run("from stream_pairer.cli.app import main\nsys.exit(main(sys.argv[1:]))\n", *argv)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("stream-pairer: stream_pairer._native, the compiled core, is not built")
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
 def test_every_sample_format_gives_the_same_records(tmp_path: Path) -> None:
     """Every sample log (the fast path's shapes and the ones it hands to Python, re-sent history
     included), one after the other through one engine: the same bytes, summary and coverage."""
@@ -79,11 +79,10 @@ def test_every_sample_format_gives_the_same_records(tmp_path: Path) -> None:
     assert nat.core.fast_records > 0 and sum(nat.fallthrough.values()) > 0  # both paths were taken
 
 
-@pytest.mark.skipif(not native.available(), reason="stream_pairer._native is not built")
 @pytest.mark.parametrize("name", ["bedrock.jsonl", "gemini.jsonl", "mcp.jsonl"])
 def test_stream_format_samples_take_the_fast_path(name: str) -> None:
     """The Bedrock, Gemini and MCP sample logs (written from each format's public docs): the same
-    bytes as the Python pipeline, and every line that carries a tool event is read by the compiled
+    bytes as the reference model, and every line that carries a tool event is read by the compiled
     core itself; only lines without one (prompts, `initialize`, notifications) go to Python."""
     from stream_pairer.core.formats import parse_record  # noqa: PLC0415
 
