@@ -23,6 +23,7 @@ import orjson
 
 from stream_pairer.adapters.filefeed import OutputSink, feed_file
 from stream_pairer.adapters.files import FileRecords
+from stream_pairer.adapters.naming import input_name
 from stream_pairer.core.config import EngineConfig, TaggingConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.native import NativePipeline
@@ -131,9 +132,12 @@ class Pairer:
         return own.records
 
     def records_of(self, path: str | PathLike[str], conversation_id: str | None = None) -> FileRecords:
-        """The reader `feed_file` uses for one file, with this pairer's size limit and fields."""
+        """The reader `feed_file` uses for one file, with this pairer's size limit and fields, named
+        as `pair` names a file given by its path (adapters/naming.py: its pair_ids are `pair`'s)."""
+        name = str(path)
         return FileRecords(
-            str(path),
+            name,
+            label=input_name(name, name),
             max_bytes=self.formats.max_record_bytes,
             conversation_id=conversation_id,
             conversation_fields=self.formats.conversation_fields,

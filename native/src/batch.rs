@@ -18,6 +18,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use crate::vocab::record_kind;
 use crate::Core;
 
 /// Where an encoded output record's kind starts: every record begins `{"kind":"`.
@@ -29,22 +30,18 @@ const OVERSIZE: u8 = 1;
 const SESSION: u8 = 2;
 
 /// Output kinds, in the order of the byte counts returned: pair, orphan_call, orphan_result,
-/// dead_letter. The files: pairs (0), orphans (1, 2), dead letters (3).
-fn kind_index(rec: &[u8]) -> usize {
+/// dead_letter (the vocabulary's `record_kind::ALL`). The files: pairs (0), orphans (1, 2), dead
+/// letters (3). A record's kind is read from its prefix, the kind's name and its closing quote.
+pub(crate) fn kind_index(rec: &[u8]) -> usize {
     let k = rec.get(KIND_AT..).unwrap_or_default();
-    if k.starts_with(b"pair\"") {
-        0
-    } else if k.starts_with(b"orphan_call\"") {
-        1
-    } else if k.starts_with(b"orphan_result\"") {
-        2
-    } else {
-        3
-    }
+    record_kind::ALL
+        .iter()
+        .position(|kind| k.starts_with(kind.as_bytes()) && k.get(kind.len()) == Some(&b'"'))
+        .unwrap_or(3)
 }
 
 /// Python's `bytes.strip()` whitespace: what makes a line blank.
-fn is_blank(line: &[u8]) -> bool {
+pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter()
         .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
 }
@@ -113,7 +110,13 @@ pub fn feed_block<'py>(
             let rec = item.downcast::<PyBytes>()?.as_bytes();
             let kind = kind_index(rec);
             sizes[kind] += rec.len() as u64;
-            let file = &mut files[if kind == 0 { 0 } else if kind == 3 { 2 } else { 1 }];
+            let file = &mut files[if kind == 0 {
+                0
+            } else if kind == 3 {
+                2
+            } else {
+                1
+            }];
             file.extend_from_slice(rec);
             file.push(b'\n');
         }
@@ -180,34 +183,24 @@ pub fn feed_messages<'py>(
             match std::str::from_utf8(key.downcast::<PyBytes>()?.as_bytes()) {
                 Ok(s) => Some(s.to_owned()),
                 // Python's own replacement rule, as `decode_key` applies it
-                Err(_) => Some(key.call_method1("decode", ("utf-8", "replace"))?.extract()?),
+                Err(_) => Some(
+                    key.call_method1("decode", ("utf-8", "replace"))?
+                        .extract()?,
+                ),
             }
         };
-        let recs = Core::feed(core, raw, source.as_any(), conv.as_deref(), Some(arrival), None, None)?;
+        let recs = Core::feed(
+            core,
+            raw,
+            source.as_any(),
+            conv.as_deref(),
+            Some(arrival),
+            None,
+            None,
+        )?;
         for rec in recs.downcast::<PyList>()?.iter() {
             out.append((rec, &key))?;
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kinds_are_read_from_the_record_prefix() {
-        assert_eq!(kind_index(br#"{"kind":"pair","x":1}"#), 0);
-        assert_eq!(kind_index(br#"{"kind":"orphan_call","x":1}"#), 1);
-        assert_eq!(kind_index(br#"{"kind":"orphan_result","x":1}"#), 2);
-        assert_eq!(kind_index(br#"{"kind":"dead_letter","x":1}"#), 3);
-    }
-
-    #[test]
-    fn blank_is_pythons_strip_whitespace() {
-        assert!(is_blank(b" \t\x0b\x0c\r"));
-        assert!(is_blank(b""));
-        assert!(!is_blank(b" {} "));
-        assert!(!is_blank("\u{a0}".as_bytes())); // not ASCII whitespace: bytes.strip() keeps it
-    }
 }

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from stream_pairer.cli.app import main
 from stream_pairer.core.formats import FormatError, parse_record
 from stream_pairer.core.formats.discover import MAX_DEPTH
-from stream_pairer.core.pipeline import Pipeline
 from tests.reference.engine import Engine
 from tests.reference.engines import pair_on
+from tests.reference.pipeline import Pipeline
 
 SRC = {"file": "x.jsonl", "line": 1}
 

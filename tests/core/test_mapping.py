@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from stream_pairer.cli.app import main
 from stream_pairer.core.formats import FormatConfig, parse_record
 from stream_pairer.core.mapping import MappingError, compile_mapping
-from stream_pairer.core.pipeline import Pipeline
 from tests.reference.engine import Engine
 from tests.reference.engines import pair_on
+from tests.reference.pipeline import Pipeline
 
 SRC = {"file": "log.jsonl", "line": 1}
 PROGRAM = """

@@ -215,7 +215,7 @@ def test_an_earlier_runs_outputs_in_the_input_tree_are_not_read(tmp_path: Path) 
 
 
 def test_the_walk_knows_the_names_the_outputs_are_written_under() -> None:
-    from stream_pairer.adapters.files import OUTPUT_FILES  # noqa: PLC0415
+    from stream_pairer.adapters.outputs import OUTPUT_FILES  # noqa: PLC0415
     from stream_pairer.adapters.walk import RUN_OUTPUTS  # noqa: PLC0415
 
     assert frozenset(OUTPUT_FILES.values()) == RUN_OUTPUTS
