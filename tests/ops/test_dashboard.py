@@ -23,7 +23,8 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_pairer.ops.metrics import Metrics, metric_names
+from stream_pairer.ops.metrics import Metrics
+from stream_pairer.ops.names import metric_names
 from tests.ops.tool_helpers import promtool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,8 @@ from stream_pairer.ops.metrics import (
     ORPHAN_REASONS,
     OUTCOMES,
     Metrics,
-    metric_names,
 )
+from stream_pairer.ops.names import metric_names
 from tests.reference.engine import Engine, EngineConfig
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "stream_pairer" / "schemas"
