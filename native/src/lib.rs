@@ -17,6 +17,7 @@ mod messages;
 mod out;
 mod pairid;
 mod probes;
+mod pycarry;
 mod pyout;
 mod pytag;
 mod scan;
@@ -591,5 +592,6 @@ impl Core {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     probes::register(m)?;
+    pycarry::register(m)?;
     Ok(())
 }
