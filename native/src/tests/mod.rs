@@ -4,6 +4,7 @@
 //! as the README states them); tests/core/test_native_differential.py compares whole runs with
 //! the Python reference.
 
+mod carry;
 mod engine;
 mod pairid;
 mod scan;
