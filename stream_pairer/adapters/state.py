@@ -184,7 +184,10 @@ class RunState:
         dedup, memory = self.dedup, self.memory
         self.dedup = self.memory = None  # consumed: what this run saves is its own (`carry`)
         if dedup is not None:
-            pipeline.dedup.load(dedup)
+            try:
+                pipeline.dedup.load(dedup)
+            except (KeyError, TypeError, ValueError) as err:
+                raise InputError(f"cannot read --state {self.dir / STATE_FILE}: its dedup: {err!r}") from err
         if memory is None:
             return []
         core = getattr(pipeline, "core", None)

@@ -166,6 +166,7 @@ def test_a_state_of_the_previous_format_still_loads(tmp_path: Path) -> None:
     [
         (lambda lines: [b'{"version":99}', *lines[1:]], "state version 99"),
         (lambda lines: [lines[0], b'{"memory":7}', *lines[2:]], "engine memory version 7"),
+        (lambda lines: [*lines[:2], b'{"convs":[[1]]}', *lines[3:]], "its dedup"),
     ],
 )
 def test_a_state_this_release_cannot_read_is_refused_in_one_line(
