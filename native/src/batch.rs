@@ -204,3 +204,10 @@ pub fn feed_messages<'py>(
     }
     Ok(out)
 }
+
+/// The batch entry points, added to the extension module (lib.rs).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(feed_block, m)?)?;
+    m.add_function(wrap_pyfunction!(feed_messages, m)?)?;
+    Ok(())
+}

@@ -18,6 +18,7 @@ mod messages;
 mod out;
 mod pairid;
 mod probes;
+mod pycarry;
 mod pyout;
 mod pytag;
 mod scan;
@@ -592,7 +593,7 @@ impl Core {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     probes::register(m)?;
-    m.add_function(wrap_pyfunction!(batch::feed_block, m)?)?;
-    m.add_function(wrap_pyfunction!(batch::feed_messages, m)?)?;
+    batch::register(m)?;
+    pycarry::register(m)?;
     Ok(())
 }

@@ -27,7 +27,8 @@ pub struct TagHooks {
     pub schema_check: Option<PyObject>,
     /// The hash of (tool, arguments) for the repeat check: keyed per core with a random seed, as
     /// Python's `hash()` is per process (the hash only has to tell argument sets apart inside
-    /// this core; it is never stored or compared across processes). foldhash's quality variant,
+    /// this core and the runs that continue it: `pair --state` carries the seed with the hashes,
+    /// engine/carry.rs, and nothing else ever compares them). foldhash's quality variant,
     /// not SipHash: SipHash was ~40 % of hashing a call's arguments (perf). Like the Python
     /// tagger's, it is not built to resist crafted collisions; the random key keeps a collision
     /// from being written into a log ahead of time, and the worst a collision does is tag one
@@ -35,8 +36,44 @@ pub struct TagHooks {
     pub hasher: HashState,
 }
 
-/// See `TagHooks::hasher`.
-pub type HashState = foldhash::quality::RandomState;
+/// See `TagHooks::hasher`: foldhash's quality hash under a random 64-bit seed that can be read
+/// and set again, so a state carried to the next run (`pair --state`) keeps its remembered
+/// (tool, arguments) hashes comparable with the new run's.
+#[derive(Clone)]
+pub struct HashState {
+    seed: u64,
+    inner: foldhash::quality::SeedableRandomState,
+}
+
+impl Default for HashState {
+    /// A random seed: a randomly keyed hasher's hash of 0 (foldhash keys it per process and per
+    /// hasher), so a fresh core's keys cannot be known ahead of time.
+    fn default() -> Self {
+        Self::with_seed(foldhash::quality::RandomState::default().hash_one(0u64))
+    }
+}
+
+impl HashState {
+    pub fn with_seed(seed: u64) -> Self {
+        HashState {
+            seed,
+            inner: foldhash::quality::SeedableRandomState::with_seed(
+                seed,
+                foldhash::SharedSeed::global_fixed(),
+            ),
+        }
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+impl BuildHasher for HashState {
+    type Hasher = foldhash::quality::FoldHasher<'static>;
+    fn build_hasher(&self) -> Self::Hasher {
+        self.inner.build_hasher()
+    }
+}
 
 /// Sets `ev.tag`. The side is canonical JSON (the engine writes it, or it was checked when read).
 /// `raw` is the event's raw block when the side may not carry it (`--raw call|omit`): a custom

@@ -17,6 +17,9 @@ use crate::vocab::failure_point::{EXECUTION, TERMINATION};
 use crate::vocab::loop_cap::{CALLS, TIME};
 use crate::vocab::MAX_PENDING_REQUESTS;
 
+mod carry;
+pub use carry::SeenOut;
+
 /// The failure points in priority order (the vocabulary's FailurePoint, in its order).
 pub use crate::vocab::failure_point::ALL as POINTS;
 

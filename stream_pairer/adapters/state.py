@@ -17,15 +17,26 @@ What is carried, and how (the sidecar's replay idea, in a file instead of a Kafk
   event's `source` and `block`), so this needs nothing of the engine beyond its public entry points.
 * **clocks**: each conversation's event-time clock (its newest timestamp), restored with its
   first held event (`replay_clocks`), so timeouts fall where one run would put them.
+* **the engine's memory** (the compiled core's `export_memory`, native/src/engine/carry.rs):
+  every conversation in LRU order with its clock, the closed-id memory (a result re-sent after
+  its call was paired is a `duplicate_result`, as in one run, not a `no_call`), the failure
+  tagger's per-request counters and remembered calls (the tool-call and time caps, repeated
+  identical calls) with its hash seed, and the failure points each held call was given when it
+  arrived (its replay does not tag it again). Put back before the replay, through the engine's
+  own bounded operations, so the limits of the run apply to it.
+* **the history dedup** of wire and OTel logs (`HistoryDedup.export`): a re-sent copy in the
+  next run of a call read in this one is still a copy.
 * **the names of the inputs already read**: a later run reading an input of the same name is
   refused, since its records would share `source` (and `pair_id`s) with the earlier ones (name
   stdin per run with `--stdin-name`).
 
-Not carried (README, Incremental runs): the closed ids of finished pairs and timed-out calls
-(a result re-sent across the run boundary is a `no_call` orphan instead of `duplicate_result` /
-`late_result`), the failure tagger's per-conversation counters, and the history dedup of wire and
-OTel logs. Two runs therefore equal one run for every event held across the boundary; these three
-differ only for records that repeat or relate to events finished in an earlier run.
+With that, N runs over consecutive parts of the input give exactly the records of one run over
+all of them (tests/warehouse/test_incremental.py), tagging caps included.
+
+Format (`VERSION`): a gzipped JSON-lines file; line 1 the head, line 2 the engine memory (the
+core's own versioned JSON, verbatim, or `null`), line 3 the dedup, then one line per held record.
+A version-1 state (held events and clocks only, before the memory was carried) still loads; its
+next run is exact for the events it held and behaves like a first run for the rest.
 
 The input records of a run are spooled to a temporary file in DIR while it runs, about the
 input's size (so held ones can be written, stdin included); the state (`state.jsonl.gz`) is
@@ -52,7 +63,8 @@ from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import InputError, OutputRefused
 
 STATE_FILE: Final = "state.jsonl.gz"
-VERSION: Final = 1
+VERSION: Final = 2
+_READS: Final = (1, 2)  # the versions this release loads (1: held events and clocks only)
 _KIND_AT: Final = len(b'{"kind":"')
 _TS_FIELDS: Final = ("call_ts", "result_ts", "ts")
 
@@ -93,6 +105,8 @@ class RunState:
         self.clocks: dict[str, float] = {}
         self.names: set[str] = set()
         self.held: list[dict[str, Any]] = []
+        self.memory: bytes | None = None  # the compiled core's export_memory, as it wrote it
+        self.dedup: dict[str, Any] | None = None
         self.carried_in = 0  # events restored from the previous run
         self.carried_out = 0  # events saved for the next run
         # Orphans the pipeline counted in its flush but that were carried, not written (`uncount`).
@@ -114,12 +128,22 @@ class RunState:
             with gzip.open(path, "rb") as f:
                 lines = f.read().splitlines()
             head = orjson.loads(lines[0])
-            if head.get("version") != VERSION:
-                raise InputError(f"--state {self.dir}: state version {head.get('version')} is not {VERSION}")
+            version = head.get("version")
+            if version not in _READS:
+                raise InputError(
+                    f"--state {self.dir}: state version {version} is not one this release reads "
+                    f"({', '.join(map(str, _READS))}); finish that chain with the release that wrote "
+                    "it (--flush), or start a new --state directory"
+                )
             self.clocks = dict(head["clocks"])
             self.names = set(head["names"])
-            self.held = [orjson.loads(x) for x in lines[1:]]
-        except (OSError, EOFError, IndexError, KeyError, orjson.JSONDecodeError) as err:
+            body = lines[1:]
+            if version >= 2:
+                memory, dedup, body = lines[1], orjson.loads(lines[2]), lines[3:]
+                self.memory = None if memory == b"null" else memory
+                self.dedup = dedup
+            self.held = [orjson.loads(x) for x in body]
+        except (OSError, EOFError, IndexError, KeyError, TypeError, orjson.JSONDecodeError) as err:
             raise InputError(f"cannot read --state {path}: {err}") from err
 
     def check_names(self, names: Sequence[str]) -> None:
@@ -133,7 +157,7 @@ class RunState:
 
     def restore(self, pipeline: Any) -> list[Any]:
         """Feed the carried records back in replay mode; returns what that emits (normally nothing)."""
-        out: list[Any] = []
+        out: list[Any] = self._restore_memory(pipeline)
         first_of: set[str] = set()
         for entry in self.held:
             raw = base64.b64decode(entry["raw_base64"]) if "raw_base64" in entry else entry["raw"].encode()
@@ -153,6 +177,29 @@ class RunState:
             end()
         self.held = []
         return out
+
+    def _restore_memory(self, pipeline: Any) -> list[Any]:
+        """The engine memory and the dedup, before the held events are replayed."""
+        dedup, memory = self.dedup, self.memory
+        self.dedup = self.memory = None  # consumed: what this run saves is its own (`carry`)
+        if dedup is not None:
+            try:
+                pipeline.dedup.load(dedup)
+            except (KeyError, TypeError, ValueError) as err:
+                raise InputError(f"cannot read --state {self.dir / STATE_FILE}: its dedup: {err!r}") from err
+        if memory is None:
+            return []
+        core = getattr(pipeline, "core", None)
+        if core is None:  # the reference model of the tests (tests/reference) keeps no such memory
+            raise InputError(
+                f"--state {self.dir} carries the compiled core's memory: only the core continues it"
+            )
+        from stream_pairer._native import import_memory  # noqa: PLC0415 - only with the core
+
+        try:
+            return import_memory(core, memory)
+        except ValueError as err:
+            raise InputError(f"cannot read --state {self.dir / STATE_FILE}: {err}") from err
 
     # ------------------------------------------------------------------ this run
 
@@ -182,7 +229,14 @@ class RunState:
                     clocks[conv] = ms
 
     def carry(self, pipeline: Any) -> None:
-        """End of a run without `--flush`: what a flush would emit is kept for the next run."""
+        """End of a run without `--flush`: what a flush would emit is kept for the next run, with
+        the engine's memory and the dedup (read first: the flush forgets them)."""
+        core = getattr(pipeline, "core", None)
+        if core is not None:
+            from stream_pairer._native import export_memory  # noqa: PLC0415 - only with the core
+
+            self.memory = export_memory(core)
+        self.dedup = pipeline.dedup.export()
         would = pipeline.flush(OrphanReason.END_OF_INPUT.value, result_reason=OrphanReason.NO_CALL.value)
         self.observe(would)
         held: dict[Where, dict[str, Any]] = {}
@@ -226,7 +280,8 @@ class RunState:
             "clocks": {c: t for c, t in sorted(self.clocks.items()) if c in held_convs},
             "names": sorted(self.names | set(names)),
         }
-        body = b"\n".join([orjson.dumps(head), *(orjson.dumps(e) for e in self.held)]) + b"\n"
+        lines = [orjson.dumps(head), self.memory or b"null", orjson.dumps(self.dedup)]
+        body = b"\n".join([*lines, *(orjson.dumps(e) for e in self.held)]) + b"\n"
         final = self.dir / STATE_FILE
         fd, temp = tempfile.mkstemp(prefix=f".{STATE_FILE}.", suffix=".tmp", dir=self.dir)
         try:

@@ -37,6 +37,7 @@ Anything else under a known id stays a copy, as before.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from typing import Any, Final
 
@@ -54,9 +55,13 @@ _NONE: Final = object()  # `_copy_of` found no earlier call (None is an id-less 
 
 
 def _hash(ev: ToolEvent) -> int:
-    """What a copy repeats: a call's tool name and arguments, a result's content."""
+    """What a copy repeats: a call's tool name and arguments, a result's content. A keyless
+    digest, not `hash()`: Python salts that per process, and `pair --state` carries these
+    values to the next run (`export`), which must compare them with its own."""
     name, args = _signature(ev)
-    return hash((name, args) if ev.type == CALL else args)
+    if ev.type == CALL:
+        args = (b"\0" if name is None else b"\1" + name.encode(errors="surrogatepass") + b"\0") + args
+    return int.from_bytes(hashlib.blake2b(args, digest_size=8).digest())
 
 
 def _signature(ev: ToolEvent) -> tuple[str | None, bytes]:
@@ -193,6 +198,32 @@ class HistoryDedup:
                 del ids[i]
                 return old
         return _NONE
+
+    def export(self) -> dict[str, Any]:
+        """Everything remembered, as JSON-ready lists in their orders (oldest first), for
+        `pair --state` to carry to the next run (`load`); the counters are the run's own."""
+        return {
+            "convs": [
+                [conv, [[t, i, sorted(v) if isinstance(v, set) else v] for (t, i), v in seen.items()]]
+                for conv, seen in self._convs.items()
+            ],
+            "lone": [
+                [conv, [[name, args.decode(), ids] for (name, args), ids in lone.items()]]
+                for conv, lone in self._lone.items()
+            ],
+            "aliases": [[conv, list(aliases.items())] for conv, aliases in self._aliases.items()],
+        }
+
+    def load(self, data: dict[str, Any]) -> None:
+        """What `export` wrote, into an empty dedup: the newest entries within this run's limits
+        (the same as the last run's unless they were lowered)."""
+        n, m = self.max_ids, self.max_conversations
+        for conv, seen in data["convs"][-m:]:
+            self._convs[conv] = {(t, i): set(v) if isinstance(v, list) else v for t, i, v in seen[-n:]}
+        for conv, lone in data["lone"]:
+            self._lone[conv] = {(name, args.encode()): ids[-n:] for name, args, ids in lone[-n:]}
+        for conv, aliases in data["aliases"]:
+            self._aliases[conv] = dict((k, v) for k, v in aliases[-n:])
 
     @property
     def remembered(self) -> int:

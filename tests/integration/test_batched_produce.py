@@ -16,10 +16,16 @@ from prometheus_client import CollectorRegistry
 from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import KafkaSettings
 from stream_pairer.adapters.kafka.delivery import AtLeastOnce
+from stream_pairer.core.model import output_meta
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.partition import Emitted
 
 from .conftest import KafkaBroker, TopicFactory, read_all
+
+
+def _emitted(topic: str, key: bytes | None, rec: dict[str, Any]) -> Emitted:
+    """An output as the core hands it over: the encoded record and what the metrics count of it."""
+    return Emitted(topic, key, orjson.dumps(rec), output_meta(rec))
 
 
 async def _read(bootstrap: str, topic: str, expected: int) -> list[Any]:
@@ -46,14 +52,14 @@ async def test_batched_outputs_land_on_the_partitions_send_with_a_key_chooses(
     for i in range(600):
         conv = f"conversation-{i % 61}-{'x' * (i % 9)}"
         if i % 10 == 9:  # keyless: a dead letter of keyless input
-            items.append(Emitted(orphans, None, {"kind": "dead_letter", "reason": "invalid_json", "seq": i}))
+            items.append(_emitted(orphans, None, {"kind": "dead_letter", "reason": "invalid_json", "seq": i}))
         elif i % 3:
             rec = {"kind": "pair", "match": "id", "fifo_by": None, "conversation_id": conv, "seq": i,
                    "tool": "search", "latency_ms": 12.0, "pad": "p" * 2000}  # fmt: skip
-            items.append(Emitted(pairs, conv.encode(), rec))
+            items.append(_emitted(pairs, conv.encode(), rec))
         else:
             rec = {"kind": "orphan_call", "reason": "timeout", "conversation_id": conv, "seq": i}
-            items.append(Emitted(orphans, conv.encode(), orjson.dumps(rec)))  # pre-encoded bytes
+            items.append(_emitted(orphans, conv.encode(), rec))
     tp0, tp1 = TopicPartition("input", 0), TopicPartition("input", 1)
     await delivery.start()
     try:

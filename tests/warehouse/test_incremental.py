@@ -1,6 +1,7 @@
-"""Incremental runs (issue 26, item 4): `--state DIR` carries held calls and results, and their
-conversations' clocks, from one run to the next, so two runs over a file split in two give the
-records of one run over both halves (adapters/state.py)."""
+"""Incremental runs (issue 26, item 4): `--state DIR` carries held calls and results, the
+conversations' clocks and the engine's memory from one run to the next, so two runs over a file
+split in two give exactly the records of one run over both halves, with the default tagging caps
+(adapters/state.py; what finished before the cut: test_incremental_memory.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import pytest
 from stream_pairer.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
-FAILURE_FIELDS = ("failure", "failure_detail", "failures")
 
 
 @pytest.fixture(scope="module")
@@ -59,23 +59,17 @@ def _two_runs_and_one(tmp_path: Path, halves: tuple[Path, Path], *extra: str) ->
 
 
 def test_two_runs_with_state_equal_one_run(tmp_path: Path, halves: tuple[Path, Path]) -> None:
-    # The tool-call cap (termination tagging) counts calls per request, a counter --state does not
-    # carry (README, Incremental runs): lifted here, so every field must be equal.
-    two, one = _two_runs_and_one(tmp_path, halves, "--max-tool-calls", "1000000")
+    # The default caps: the tagger's per-request counters are carried, so every field is equal,
+    # the termination tags included.
+    two, one = _two_runs_and_one(tmp_path, halves)
     assert sorted(map(_key, two)) == sorted(map(_key, one))
+    assert [r for r in two if r.get("failure") == "termination"]
     # and the cut mattered: pairs whose call was read in day 1 and result in day 2
     across = [
         r for r in two if r["kind"] == "pair" and r["call"]["source"]["file"] != r["result"]["source"]["file"]
     ]
     assert len(across) >= 10
     assert not [r for r in two if r.get("reason") == "no_call"]
-
-
-def test_with_default_tagging_only_the_failure_fields_may_differ(
-    tmp_path: Path, halves: tuple[Path, Path]
-) -> None:
-    two, one = _two_runs_and_one(tmp_path, halves)
-    assert sorted(_key(r, FAILURE_FIELDS) for r in two) == sorted(_key(r, FAILURE_FIELDS) for r in one)
 
 
 def test_without_state_the_split_loses_pairs(tmp_path: Path, halves: tuple[Path, Path]) -> None:
@@ -133,15 +127,15 @@ def test_three_runs_and_stdin_equal_one(tmp_path: Path, halves: tuple[Path, Path
     mid, last = tmp_path / "mid.jsonl", tmp_path / "last.jsonl"
     mid.write_bytes(b"".join(lines[: len(lines) // 2]))
     last.write_bytes(b"".join(lines[len(lines) // 2 :]))
-    state, cap = str(tmp_path / "state"), ("--max-tool-calls", "1000000")
-    assert main(["pair", str(day1), "--out", str(tmp_path / "a"), "--state", state, "-q", *cap]) == 0
+    state = str(tmp_path / "state")
+    assert main(["pair", str(day1), "--out", str(tmp_path / "a"), "--state", state, "-q"]) == 0
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "stream_pairer", "pair", "-", "--stdin-name", "mid.jsonl"]
-    cmd += ["--out", str(tmp_path / "b"), "--state", state, "-q", *cap]
+    cmd += ["--out", str(tmp_path / "b"), "--state", state, "-q"]
     subprocess.run(cmd, input=mid.read_bytes(), env=env, check=True, timeout=120)
-    argv = ["pair", str(last), "--out", str(tmp_path / "c"), "--state", state, "--flush", "-q", *cap]
+    argv = ["pair", str(last), "--out", str(tmp_path / "c"), "--state", state, "--flush", "-q"]
     assert main(argv) == 0
-    assert main(["pair", str(day1), str(mid), str(last), "--out", str(tmp_path / "one"), "-q", *cap]) == 0
+    assert main(["pair", str(day1), str(mid), str(last), "--out", str(tmp_path / "one"), "-q"]) == 0
     three = _records(tmp_path / "a", tmp_path / "b", tmp_path / "c")
     assert sorted(map(_key, three)) == sorted(map(_key, _records(tmp_path / "one")))
     crossing = {

@@ -84,6 +84,35 @@ def test_an_existing_non_empty_out_is_refused_unless_overwrite(tmp_path: Path) -
     assert _run(str(EXAMPLE), "--out", str(tmp_path / "empty"), "-q").returncode == 0
 
 
+def test_overwrite_removes_the_outputs_an_earlier_run_wrote_in_another_format(tmp_path: Path) -> None:
+    """JSONL over parquet, partitioned over unpartitioned parquet and back: only the last run's
+    outputs remain, and only stream-pairer's own names go (a file of the user's stays, as does a
+    `pairs/` directory holding anything but partitions)."""
+    pytest.importorskip("pyarrow")
+    out = tmp_path / "out"
+
+    def run(*opts: str) -> set[str]:
+        assert main(["pair", str(EXAMPLE), "--out", str(out), "-q", "--overwrite", *opts]) == 0
+        return {p.name for p in out.iterdir()}
+
+    parquet = {"pairs.parquet", "orphans.parquet", "dead_letter.parquet"}
+    assert run("--output-format", "parquet") == parquet
+    (out / "notes.txt").write_text("mine")
+    (out / "orphans.jsonl.bak").write_text("mine")
+    jsonl = {"pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl"}
+    mine = {"notes.txt", "orphans.jsonl.bak"}
+    assert run() == jsonl | mine
+    assert (
+        run("--output-format", "parquet", "--partition-by-day") == {"pairs", "orphans", "dead_letter"} | mine
+    )
+    assert any((out / "pairs").glob("dt=*/part-0.parquet"))
+    assert run("--output-format", "parquet") == parquet | mine
+    (out / "pairs").mkdir()
+    (out / "pairs" / "x.csv").write_text("mine")  # not a partition tree: not stream-pairer's
+    assert run() == jsonl | mine | {"pairs"}
+    assert (out / "notes.txt").read_text() == "mine" and (out / "pairs" / "x.csv").exists()
+
+
 def test_out_dash_is_jsonl_only() -> None:
     proc = _run(str(EXAMPLE), "--out", "-", "--output-format", "parquet")
     assert proc.returncode == 2 and not proc.stdout

@@ -9,7 +9,8 @@
 //! `held` (the state's data types), `rules` (what an arriving call or result does), `state`
 //! (holding and releasing, the conversation LRU, the closed-id memory, the bounds and both kinds
 //! of timers), `emit` (the output records and their counters), `changes` (checkpoint deltas) and
-//! `memory` (container sizes for the benchmarks), with `byname` (a conversation's held events by
+//! `memory` (container sizes for the benchmarks), `carry` (what `pair --state` carries besides held
+//! events), with `byname` (a conversation's held events by
 //! tool name, for FIFO pairing without a scan). This module keeps the configuration, the engine
 //! itself and its entry points. The children depend on `held`, `emit` and `byname`, never on each
 //! other.
@@ -29,6 +30,7 @@ use crate::event::Event;
 use crate::tagging::Tagger;
 
 mod byname;
+mod carry;
 mod changes;
 mod emit;
 mod held;
@@ -96,6 +98,8 @@ pub struct Engine {
     restored_clocks: HashMap<String, f64>,
     /// Changes since the last checkpoint mark (changes.rs).
     changes: changes::Changes,
+    /// What an imported memory keeps until `end_restore` (carry.rs).
+    restore: carry::Restore,
 }
 
 impl Engine {
@@ -128,6 +132,7 @@ impl Engine {
             current_offset: None,
             restored_clocks: HashMap::default(),
             changes: changes::Changes::default(),
+            restore: carry::Restore::default(),
         }
     }
 
@@ -191,6 +196,7 @@ impl Engine {
 
     pub fn end_restore(&mut self) {
         self.restored_clocks = HashMap::default();
+        self.end_carry();
     }
 
     /// The oldest held event's input offset (None: nothing held, or held without an offset).
@@ -258,6 +264,7 @@ impl Engine {
         self.lru_tail = NIL;
         self.closed.clear();
         self.heap.clear();
+        self.restore = carry::Restore::default();
     }
 
     /// engine.py `mark_request`: a new request starts in this conversation (the tagger's loop caps
@@ -277,10 +284,16 @@ impl Engine {
 
     /// The tagger's `on_call`, first thing when a call arrives (engine.py `_on_call`).
     fn tag_call(&mut self, conv: usize, call: &mut Event) {
-        let Some(tagger) = self.tagger.as_mut() else {
+        if self.tagger.is_none() {
+            return;
+        }
+        let Some(tag) = call.tag.as_deref_mut() else {
             return;
         };
-        let Some(tag) = call.tag.as_deref_mut() else {
+        if self.restore.active() && self.carried_tag(conv, call.id.as_deref(), tag) {
+            return; // a replayed held call (`pair --state`): tagged when it first arrived
+        }
+        let Some(tagger) = self.tagger.as_mut() else {
             return;
         };
         let c = self.slab[conv].as_mut().expect("live conversation");

@@ -6,7 +6,7 @@ use crate::event::Event;
 const TIMEOUT: f64 = 1_000.0;
 const GRACE: f64 = 500.0;
 
-fn config() -> Config {
+pub(super) fn config() -> Config {
     Config {
         call_timeout_ms: TIMEOUT,
         result_grace_ms: GRACE,
@@ -49,7 +49,7 @@ pub(super) fn event(
 }
 
 /// (kind, match or reason, the call side's id or else the event's) of each output record.
-fn decoded(out: &Out) -> Vec<(String, String, Value)> {
+pub(super) fn decoded(out: &Out) -> Vec<(String, String, Value)> {
     out.records()
         .map(|r| {
             let v: Value = serde_json::from_slice(r).expect("an output record is JSON");

@@ -5,6 +5,7 @@
 //! the Python reference.
 
 mod batch;
+mod carry;
 mod engine;
 mod pairid;
 mod scan;

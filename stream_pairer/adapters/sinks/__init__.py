@@ -13,7 +13,8 @@ its output visible only at `close` (a failed run leaves the previous outputs as 
   (`iceberg.py`).
 
 `check_out` refuses an existing, non-empty `--out` unless `--overwrite` (a second run into the
-same directory used to replace the first day's outputs silently).
+same directory used to replace the first day's outputs silently); a completed run then removes
+what an earlier run wrote there in another format or layout (`stale.py`).
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def open_sink(
         from stream_pairer.adapters.sinks.parquet import ParquetSink  # noqa: PLC0415 - optional pyarrow
 
         return ParquetSink(out, inputs, partition=partition)
-    from stream_pairer.adapters.outputs import OutputWriter  # noqa: PLC0415 - it uses Closing
+    from stream_pairer.adapters.sinks.stale import JsonlSink  # noqa: PLC0415 - sinks sit beside it
 
     if partition:
         raise OutputRefused("--partition-by-day needs --output-format parquet")
-    return OutputWriter(out, inputs)
+    return JsonlSink(out, inputs)

@@ -27,6 +27,7 @@ from stream_pairer.adapters.outputs import check_output_dir
 from stream_pairer.adapters.sinks import Closing, encoded
 from stream_pairer.adapters.sinks.arrow import arrow_schema, event_day, require, row_converter, to_table
 from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
+from stream_pairer.adapters.sinks.stale import remove_stale
 from stream_pairer.errors import InputError
 
 # Rows buffered per file before they become a row group: the sink's memory is about this many
@@ -118,6 +119,7 @@ class ParquetSink(Closing):
             self.abort()
             raise
         shutil.rmtree(self.temp, ignore_errors=True)
+        remove_stale(self.out_dir, [t if self.partition else f"{t}.parquet" for t in TABLES])
 
     def abort(self) -> None:
         for w in self._writers.values():
