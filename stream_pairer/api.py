@@ -15,9 +15,10 @@ encoded records (JSON bytes, one output record each, exactly the lines `pair` wr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import orjson
 
@@ -28,9 +29,19 @@ from stream_pairer.core.config import EngineConfig, TaggingConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.native import NativePipeline
 from stream_pairer.core.pipeline import Summary
-from stream_pairer.core.vocab import OrphanReason, Record
+from stream_pairer.core.vocab import (
+    DeadLetterReason,
+    DeadLetterRecord,
+    OrphanReason,
+    OrphanRecord,
+    PairRecord,
+)
+from stream_pairer.errors import InputError, PartialInput
 
-__all__ = ["EngineConfig", "FormatConfig", "Pairer", "TaggingConfig"]
+__all__ = ["EngineConfig", "FormatConfig", "OutputRecord", "Pairer", "PartialInput", "TaggingConfig"]
+
+# What `Pairer.decode` gives: one of the three output records, told apart by `kind`.
+OutputRecord: TypeAlias = PairRecord | OrphanRecord | DeadLetterRecord
 
 
 class Sink:
@@ -82,20 +93,39 @@ class Pairer:
     ) -> list[bytes]:
         """One raw record (JSON bytes or text, or an already decoded object). `source` is its
         lineage, copied into the outputs (default `{"line": n}`, n counting fed records);
-        `conversation_id` the conversation of a record that names none; `arrival_ms` its
-        processing time (a stream's arrival clock; file mode has none)."""
-        raw = record if isinstance(record, bytes) else _encode(record)
+        `conversation_id` the conversation of a record that names none; `arrival_ms` when it
+        arrived (a Kafka message's timestamp), the event time of a record that carries none
+        (README, Time; processing time moves only through `advance`). An object that is not JSON
+        (a `Decimal`, a `set`, a key that is not a string) becomes a dead letter, never an error."""
+        if arrival_ms is not None:
+            _finite("arrival_ms", arrival_ms)
         self._fed += 1
-        if source is None:
-            source = {"line": self._fed}
-        return self.pipeline.feed(raw, dict(source), key=conversation_id, arrival_ms=arrival_ms)
+        src = {"line": self._fed} if source is None else dict(source)
+        if isinstance(record, bytes):
+            raw = record
+        elif isinstance(record, str):
+            # A lone surrogate cannot be UTF-8: its bytes go in as they are and the core dead-letters
+            # them (invalid_utf8), as `pair` does with such a line.
+            raw = record.encode("utf-8", "surrogatepass")
+        else:
+            try:
+                raw = orjson.dumps(record)
+            except TypeError as err:  # orjson.JSONEncodeError is a TypeError
+                head = repr(record).encode("utf-8", "backslashreplace")
+                detail = f"the object is not JSON: {err} (raw holds its repr)"
+                return self.pipeline.reject(
+                    head[:4096], len(head), src, DeadLetterReason.INVALID_JSON.value, detail
+                )
+        return self.pipeline.feed(raw, src, key=conversation_id, arrival_ms=arrival_ms)
 
     def feed_many(
         self, records: Iterable[bytes | str | Mapping[str, Any]], *, conversation_id: str | None = None
     ) -> list[bytes]:
-        """Records from any iterable (lines of a file, rows of a table); blank lines skipped."""
+        """Records from any iterable (lines of a file, rows of a table); blank lines skipped, a
+        line's own line break (LF or CRLF) not part of the record, as `pair` reads a line."""
         out: list[bytes] = []
-        for n, rec in enumerate(records, 1):
+        for n, item in enumerate(records, 1):
+            rec = _without_line_break(item)
             if isinstance(rec, (bytes, str)) and not rec.strip():
                 continue
             out += self.feed(rec, source={"line": n}, conversation_id=conversation_id)
@@ -128,7 +158,10 @@ class Pairer:
             self.input_bytes += feed_file(self.pipeline, records, sink, tick)
             return []
         own = Sink()
-        self.input_bytes += feed_file(self.pipeline, records, own, tick)
+        try:
+            self.input_bytes += feed_file(self.pipeline, records, own, tick)
+        except InputError as err:  # what was produced before the failure is the caller's
+            raise PartialInput(str(err), own.records) from err
         return own.records
 
     def records_of(self, path: str | PathLike[str], conversation_id: str | None = None) -> FileRecords:
@@ -146,6 +179,7 @@ class Pairer:
     def advance(self, now_ms: float) -> list[bytes]:
         """Processing time is now `now_ms`: held events past their processing deadlines leave as
         orphans (a stream's wall-clock tick; unused in file mode)."""
+        _finite("now_ms", now_ms)
         return self.pipeline.advance(now_ms)
 
     def flush(
@@ -169,12 +203,23 @@ class Pairer:
         return dict(self.pipeline.crossings)
 
     @staticmethod
-    def decode(outputs: Iterable[bytes]) -> list[Record]:
-        """Output records as dicts (the JSON Schemas in stream_pairer/schemas describe them)."""
-        return [orjson.loads(o) for o in outputs]
+    def decode(outputs: Iterable[bytes]) -> list[OutputRecord]:
+        """Output records as dicts, typed by their kind's TypedDict (`PairRecord`, `OrphanRecord`,
+        `DeadLetterRecord`; the JSON Schemas in stream_pairer/schemas describe them)."""
+        return [cast("OutputRecord", orjson.loads(o)) for o in outputs]
 
 
-def _encode(record: str | Mapping[str, Any]) -> bytes:
-    if isinstance(record, str):
-        return record.encode()
-    return orjson.dumps(record)
+def _without_line_break(rec: bytes | str | Mapping[str, Any]) -> bytes | str | Mapping[str, Any]:
+    """A line as `pair` reads it: its LF, then a CR before it, are not part of the record."""
+    if isinstance(rec, bytes):
+        return rec.removesuffix(b"\n").removesuffix(b"\r")
+    if isinstance(rec, str):
+        return rec.removesuffix("\n").removesuffix("\r")
+    return rec
+
+
+def _finite(name: str, value: float) -> None:
+    """A clock reading must be a number: NaN would expire everything held at once and then stop
+    every later timeout (no comparison with it is true)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of milliseconds, not {value!r}")

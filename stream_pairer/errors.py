@@ -56,6 +56,16 @@ class InputError(StreamPairerError):
     """An input file that cannot be opened or read: the one case where the job exits non-zero."""
 
 
+class PartialInput(InputError):
+    """An input that failed partway through the public API's `Pairer.feed_file` (a truncated gzip
+    file, a file that became unreadable): `outputs` holds the records produced before the failure,
+    which the pairer's counts already include, so a caller loses none of them."""
+
+    def __init__(self, message: str, outputs: list[bytes]) -> None:
+        super().__init__(message)
+        self.outputs = outputs
+
+
 class OutputRefused(InputError):
     """An output location that could destroy data (a directory holding an input, a symlink at an
     output path): refused before anything is written (`pair` exits 2)."""

@@ -117,6 +117,9 @@ def test_out_dash_is_jsonl_only() -> None:
     proc = _run(str(EXAMPLE), "--out", "-", "--output-format", "parquet")
     assert proc.returncode == 2 and not proc.stdout
     assert proc.stderr.decode().strip().count("\n") == 0 and b"--out - writes JSONL" in proc.stderr
+    proc = _run(str(EXAMPLE), "--out", "-", "--partition-by-day")  # was accepted and ignored
+    assert proc.returncode == 2 and not proc.stdout
+    assert b"--partition-by-day needs --output-format parquet" in proc.stderr
 
 
 def test_the_progress_line_counts_its_own_ticks() -> None:

@@ -110,6 +110,8 @@ def open_sink(
     if str(out) == STDOUT:
         if output_format != "jsonl":
             raise OutputRefused(f"--out - writes JSONL; --output-format {output_format} needs a target")
+        if partition:
+            raise OutputRefused("--partition-by-day needs --output-format parquet; --out - writes JSONL")
         from stream_pairer.adapters.sinks.stdout import StdoutSink  # noqa: PLC0415 - by option
 
         return StdoutSink()
