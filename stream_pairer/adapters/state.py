@@ -89,6 +89,16 @@ def _ms(ts: Any) -> float | None:
         return None
 
 
+def check_apart(out: Path, state: Path) -> None:
+    """`--out` and `--state` must be two directories, neither inside the other: the same one was
+    refused by its own lock as "being written by stream-pairer pid N" (the run itself), and a state
+    inside `--out` would be a stray file there (or replaced by `--overwrite`)."""
+    o, s = os.path.realpath(out), os.path.realpath(state)
+    if o == s or s.startswith(o + os.sep) or o.startswith(s + os.sep):
+        how = "the same directory" if o == s else "one inside the other"
+        raise OutputRefused(f"--out {out} and --state {state} are {how}: give them two separate directories")
+
+
 class RunState:
     """The state of one `--state DIR` run: what it restores, spools and saves."""
 

@@ -21,7 +21,7 @@ from stream_pairer.adapters.outputs import (
     write_private_file,
 )
 from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, open_sink
-from stream_pairer.adapters.state import RunState
+from stream_pairer.adapters.state import RunState, check_apart
 from stream_pairer.adapters.walk import Walk, add_walk_arguments, skipped_line
 from stream_pairer.api import Pairer
 from stream_pairer.cli.options import (
@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
-    walk = Walk(None if str(args.out) == STDOUT else args.out, follow_links=args.follow_links)
+    walk = Walk(
+        None if str(args.out) == STDOUT else args.out, follow_links=args.follow_links, state_dir=args.state
+    )
     # The lock first: a second run into a busy --out is told who holds it, not that it is non-empty.
     lock = ExitStack()  # nothing held yet, if _out_lock refuses
     try:
@@ -430,6 +432,8 @@ def _out_lock(args: argparse.Namespace) -> ExitStack:
     catalog serialises its own commits (and a re-run appends nothing), and a file as `--out` is
     refused by check_output_dir (exit 2)."""
     stack = ExitStack()
+    if args.state is not None and not (str(args.out) == STDOUT or args.output_format == "iceberg"):
+        check_apart(args.out, args.state)
     try:
         if not (str(args.out) == STDOUT or args.output_format == "iceberg" or args.out.is_file()):
             stack.enter_context(OutputLock(args.out))
