@@ -26,6 +26,8 @@ What is carried, and how (the sidecar's replay idea, in a file instead of a Kafk
   own bounded operations, so the limits of the run apply to it.
 * **the history dedup** of wire and OTel logs (`HistoryDedup.export`): a re-sent copy in the
   next run of a call read in this one is still a copy.
+* **the options of the chain** (`stateopts.py`): a run whose reading or pairing options differ
+  from the earlier runs' is refused (its chain would not equal one run).
 * **the names of the inputs already read**: a later run reading an input of the same name is
   refused, since its records would share `source` (and `pair_id`s) with the earlier ones (name
   stdin per run with `--stdin-name`).
@@ -58,6 +60,7 @@ from typing import IO, Any, Final
 import orjson
 
 from stream_pairer.adapters.files import Block, FileRecords, Oversize, Source, block_lines
+from stream_pairer.adapters.stateopts import check_options
 from stream_pairer.core.pipeline import Summary
 from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import InputError, OutputRefused
@@ -102,8 +105,11 @@ def check_apart(out: Path, state: Path) -> None:
 class RunState:
     """The state of one `--state DIR` run: what it restores, spools and saves."""
 
-    def __init__(self, directory: Path, names: Sequence[str]) -> None:
+    def __init__(
+        self, directory: Path, names: Sequence[str], options: Mapping[str, str] | None = None
+    ) -> None:
         self.dir = directory
+        self.options = dict(options or {})  # stateopts.chain_options: the chain's runs must agree
         try:
             directory.mkdir(parents=True, exist_ok=True)
             fd, spool = tempfile.mkstemp(prefix=".spool.", suffix=".tmp", dir=directory)
@@ -147,6 +153,7 @@ class RunState:
                 )
             self.clocks = dict(head["clocks"])
             self.names = set(head["names"])
+            check_options(self.dir, head.get("options", {}), self.options)
             body = lines[1:]
             if version >= 2:
                 memory, dedup, body = lines[1], orjson.loads(lines[2]), lines[3:]
@@ -289,6 +296,7 @@ class RunState:
             "held_events": self.carried_out,
             "clocks": {c: t for c, t in sorted(self.clocks.items()) if c in held_convs},
             "names": sorted(self.names | set(names)),
+            "options": self.options,
         }
         lines = [orjson.dumps(head), self.memory or b"null", orjson.dumps(self.dedup)]
         body = b"\n".join([*lines, *(orjson.dumps(e) for e in self.held)]) + b"\n"

@@ -123,18 +123,22 @@ def test_a_resent_history_copy_after_the_cut_is_still_a_copy(tmp_path: Path) -> 
     assert sorted((r["kind"], r["call"]["id"]) for r in two) == [("pair", f"u{i}") for i in (1, 2, 3)]
 
 
-def test_the_carried_closed_ids_keep_to_the_limit_of_the_run(tmp_path: Path) -> None:
-    """Run 1 closes five ids; run 2, limited to two remembered ids, keeps the newest two: their
-    results again are duplicates, the three forgotten ones wait for a call (no_call at --flush)."""
+def test_the_carried_closed_ids_keep_to_the_limit_of_the_chain(tmp_path: Path) -> None:
+    """Run 1 closes five ids and, limited to two remembered ids, carries the newest two: in run 2
+    their results again are duplicates, the three forgotten ones wait for a call (no_call at
+    --flush), as in one run with the limit. (A run 2 with another limit is refused: stateopts.py.)"""
     ids = [f"a{i}" for i in range(5)]
     p1 = _write(tmp_path / "p1.jsonl", [r for i in ids for r in (call("x", i, 0), result("x", i, 1))])
     p2 = _write(tmp_path / "p2.jsonl", [result("x", i, 2) for i in ids])
-    state = str(tmp_path / "state")
-    assert main(["pair", str(p1), "--out", str(tmp_path / "a"), "--state", state, "-q"]) == 0
+    state, limit = str(tmp_path / "state"), ["--max-closed-ids", "2"]
+    assert main(["pair", str(p1), "--out", str(tmp_path / "a"), "--state", state, "-q", *limit]) == 0
     argv = ["pair", str(p2), "--out", str(tmp_path / "b"), "--state", state, "--flush", "-q"]
-    assert main([*argv, "--max-closed-ids", "2"]) == 0
+    assert main([*argv, *limit]) == 0
     reasons = {r["event"]["id"]: r["reason"] for r in _records(tmp_path / "b")}
     assert reasons == dict.fromkeys(ids[:3], "no_call") | dict.fromkeys(ids[3:], "duplicate_result")
+    assert main(["pair", str(p1), str(p2), "--out", str(tmp_path / "one"), "-q", *limit]) == 0
+    two = _records(tmp_path / "a", tmp_path / "b")
+    assert sorted(map(_key, two)) == sorted(map(_key, _records(tmp_path / "one")))
 
 
 def _state_lines(state: Path) -> list[bytes]:

@@ -4,6 +4,7 @@ before it; and what `--overwrite` must never remove."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -91,3 +92,75 @@ def test_overwrite_keeps_the_users_files_in_a_partitioned_table(
     assert (out / "pairs" / "notes.txt").exists()
     assert (out / "orphans" / "dt=2025-01-01" / "mine.csv").exists()
     assert json.loads((out / "orphans.jsonl").read_text())["event"]["id"] == "1"
+
+
+MAPPING = """if .event == "tool.start" then
+  {type: "tool_call", conversation_id: .session, id: .span, name: .tool, arguments: {}, ts: .at}
+elif .event == "tool.end" then {type: "tool_result", conversation_id: .session, call_id: .span,
+  content: .output, ts: .at}
+else empty end
+"""
+
+
+def _mapped_chain_start(tmp_path: Path) -> tuple[Path, Path]:
+    """Run 1 of a chain with `--map`: its call t1 is carried; p2 holds t1's result, canonical."""
+    (tmp_path / "inhouse.jq").write_text(MAPPING)
+    p1 = tmp_path / "p1.jsonl"
+    p1.write_text(json.dumps({"at": "2025-05-01T09:00:00Z", "session": "s", "event": "tool.start",
+                              "span": "t1", "tool": "search"}) + "\n")  # fmt: skip
+    p2 = tmp_path / "p2.jsonl"
+    p2.write_text(RESULT.replace('"c"', '"s"').replace('"1"', '"t1"'))
+    state = tmp_path / "st"
+    argv = ["pair", str(p1), "--map", str(tmp_path / "inhouse.jq"), "--out", str(tmp_path / "r1")]
+    assert main([*argv, "--state", str(state), "-q"]) == 0
+    return p2, state
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ((), ("--map differs", "sha256", "none here")),  # run 2 without the mapping of run 1
+        (
+            ("--map", "{IN}/inhouse.jq", "--call-timeout", "30"),
+            ("--call-timeout differs", "600.0 there", "30.0 here"),
+        ),
+        (
+            ("--map", "{IN}/inhouse.jq", "--conversation-field", "session"),
+            ("--conversation-field differs", "session here"),
+        ),
+        (("--map", "{IN}/inhouse.jq", "--raw", "omit"), ("--raw differs", "all there", "omit here")),
+    ],
+)
+def test_a_chain_run_with_other_reading_options_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: tuple[str, ...], says: tuple[str, ...]
+) -> None:
+    """Run 2 without run 1's --map read the carried records as the built-in readers do: dead
+    letters, a MISMATCH, exit 0. Now refused in one line naming the option and both values."""
+    p2, state = _mapped_chain_start(tmp_path)
+    capsys.readouterr()
+    opts = [o.replace("{IN}", str(tmp_path)) for o in change]
+    argv = ["pair", str(p2), "--out", str(tmp_path / "r2"), "--state", str(state), "--flush", "-q", *opts]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and all(s in err for s in says), err
+    assert not (tmp_path / "r2").exists()
+    # ...and the same options are accepted: the carried call pairs
+    argv = ["pair", str(p2), "--out", str(tmp_path / "r3"), "--state", str(state), "--flush", "-q"]
+    assert main([*argv, "--map", str(tmp_path / "inhouse.jq")]) == 0
+
+
+def test_pair_exits_non_zero_when_its_summary_says_mismatch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state from before the options were recorded cannot refuse the changed --map: the carried
+    call is read by the built-in readers, conservation fails, and the exit status says so (3)."""
+    p2, state = _mapped_chain_start(tmp_path)
+    path = state / "state.jsonl.gz"
+    head, *rest = gzip.decompress(path.read_bytes()).splitlines()
+    old = {k: v for k, v in json.loads(head).items() if k != "options"}
+    path.write_bytes(gzip.compress(b"\n".join([json.dumps(old).encode(), *rest]) + b"\n"))
+    capsys.readouterr()
+    argv = ["pair", str(p2), "--out", str(tmp_path / "r2"), "--state", str(state), "--flush"]
+    assert main(argv) == 3
+    out, err = capsys.readouterr()
+    assert "(MISMATCH)" in out and "conservation MISMATCH" in err
