@@ -22,8 +22,9 @@ What is carried, and how (the sidecar's replay idea, in a file instead of a Kafk
   its call was paired is a `duplicate_result`, as in one run, not a `no_call`), the failure
   tagger's per-request counters and remembered calls (the tool-call and time caps, repeated
   identical calls) with its hash seed, and the failure points each held call was given when it
-  arrived (its replay does not tag it again). Put back before the replay, through the engine's
-  own bounded operations, so the limits of the run apply to it.
+  arrived (its replay does not tag it again), and the time each held event without a timestamp
+  took when it arrived (its replay takes it again, not the clock at the cut). Put back before the
+  replay, through the engine's own bounded operations, so the limits of the run apply to it.
 * **the history dedup** of wire and OTel logs (`HistoryDedup.export`): a re-sent copy in the
   next run of a call read in this one is still a copy.
 * **the options of the chain** (`stateopts.py`): a run whose reading or pairing options differ
