@@ -22,10 +22,13 @@ What is carried, and how (the sidecar's replay idea, in a file instead of a Kafk
   its call was paired is a `duplicate_result`, as in one run, not a `no_call`), the failure
   tagger's per-request counters and remembered calls (the tool-call and time caps, repeated
   identical calls) with its hash seed, and the failure points each held call was given when it
-  arrived (its replay does not tag it again). Put back before the replay, through the engine's
-  own bounded operations, so the limits of the run apply to it.
+  arrived (its replay does not tag it again), and the time each held event without a timestamp
+  took when it arrived (its replay takes it again, not the clock at the cut). Put back before the
+  replay, through the engine's own bounded operations, so the limits of the run apply to it.
 * **the history dedup** of wire and OTel logs (`HistoryDedup.export`): a re-sent copy in the
   next run of a call read in this one is still a copy.
+* **the options of the chain** (`stateopts.py`): a run whose reading or pairing options differ
+  from the earlier runs' is refused (its chain would not equal one run).
 * **the names of the inputs already read**: a later run reading an input of the same name is
   refused, since its records would share `source` (and `pair_id`s) with the earlier ones (name
   stdin per run with `--stdin-name`).
@@ -58,6 +61,7 @@ from typing import IO, Any, Final
 import orjson
 
 from stream_pairer.adapters.files import Block, FileRecords, Oversize, Source, block_lines
+from stream_pairer.adapters.stateopts import check_options
 from stream_pairer.core.pipeline import Summary
 from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import InputError, OutputRefused
@@ -89,11 +93,24 @@ def _ms(ts: Any) -> float | None:
         return None
 
 
+def check_apart(out: Path, state: Path) -> None:
+    """`--out` and `--state` must be two directories, neither inside the other: the same one was
+    refused by its own lock as "being written by stream-pairer pid N" (the run itself), and a state
+    inside `--out` would be a stray file there (or replaced by `--overwrite`)."""
+    o, s = os.path.realpath(out), os.path.realpath(state)
+    if o == s or s.startswith(o + os.sep) or o.startswith(s + os.sep):
+        how = "the same directory" if o == s else "one inside the other"
+        raise OutputRefused(f"--out {out} and --state {state} are {how}: give them two separate directories")
+
+
 class RunState:
     """The state of one `--state DIR` run: what it restores, spools and saves."""
 
-    def __init__(self, directory: Path, names: Sequence[str]) -> None:
+    def __init__(
+        self, directory: Path, names: Sequence[str], options: Mapping[str, str] | None = None
+    ) -> None:
         self.dir = directory
+        self.options = dict(options or {})  # stateopts.chain_options: the chain's runs must agree
         try:
             directory.mkdir(parents=True, exist_ok=True)
             fd, spool = tempfile.mkstemp(prefix=".spool.", suffix=".tmp", dir=directory)
@@ -137,6 +154,7 @@ class RunState:
                 )
             self.clocks = dict(head["clocks"])
             self.names = set(head["names"])
+            check_options(self.dir, head.get("options", {}), self.options)
             body = lines[1:]
             if version >= 2:
                 memory, dedup, body = lines[1], orjson.loads(lines[2]), lines[3:]
@@ -279,6 +297,7 @@ class RunState:
             "held_events": self.carried_out,
             "clocks": {c: t for c, t in sorted(self.clocks.items()) if c in held_convs},
             "names": sorted(self.names | set(names)),
+            "options": self.options,
         }
         lines = [orjson.dumps(head), self.memory or b"null", orjson.dumps(self.dedup)]
         body = b"\n".join([*lines, *(orjson.dumps(e) for e in self.held)]) + b"\n"

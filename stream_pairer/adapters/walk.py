@@ -11,6 +11,9 @@ dropped without a word:
 * `directory_link`: a link to a directory inside the input tree (walked there already);
 * `file_link`: a link to an input file inside the input tree (read there already);
 * `run_output`: an earlier run's pairs/orphans/dead_letter.jsonl (all three side by side);
+* `state_dir`: the run's `--state` directory (its state file and spool are the engine's memory
+  and this run's own records, not input: read back, they were dead letters and phantom orphans);
+  a file in it named on the command line is refused;
 * `fifo`, `socket`, `device`: not files; a pipe would block the run until a writer came;
 * `unreadable`: a file or directory that cannot be opened (permissions, /proc files).
 
@@ -33,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Final
 
-from stream_pairer.errors import InputError
+from stream_pairer.errors import InputError, OutputRefused
 
 # Suffixes of the files a directory walk picks up (other files, e.g. READMEs, are not inputs).
 # The three JSONL files a `pair` run writes (files.OUTPUT_FILES names them by kind): in a directory
@@ -70,14 +73,24 @@ def read_ahead(stream: IO[bytes], head: bytes, limit: int) -> bytes:
 class Walk:
     """The input files of one run and what was skipped finding them, by reason."""
 
-    def __init__(self, skip_dir: Path | None = None, *, follow_links: bool = False) -> None:
+    def __init__(
+        self, skip_dir: Path | None = None, *, follow_links: bool = False, state_dir: Path | None = None
+    ) -> None:
         self.skip = os.path.realpath(skip_dir) + os.sep if skip_dir is not None else None
+        self.state = os.path.realpath(state_dir) if state_dir is not None else None
         self.follow_links = follow_links
         self.skipped: Counter[str] = Counter()
         self.files: list[str] = []
 
     def wanted(self, path: str) -> bool:
         return self.skip is None or not os.path.realpath(path).startswith(self.skip)
+
+    def in_state(self, path: str) -> bool:
+        """Whether `path` is the `--state` directory or lies in it (by real path)."""
+        if self.state is None:
+            return False
+        real = os.path.realpath(path)
+        return real == self.state or real.startswith(self.state + os.sep)
 
     def add(self, names: Sequence[str]) -> list[str]:
         """Files named, directories walked, globs expanded; each group in sorted order, so that a
@@ -98,12 +111,20 @@ class Walk:
                     )
                 self.files += sorted(found)
             elif not os.path.lexists(name) and glob.has_magic(name):
-                matches = sorted(
-                    p for p in glob.glob(name, recursive=True) if _is_regular(p) and self.wanted(p)
-                )
+                matches = []
+                for p in sorted(glob.glob(name, recursive=True)):
+                    if self.in_state(p):
+                        self.skipped["state_dir"] += 1
+                    elif _is_regular(p) and self.wanted(p):
+                        matches.append(p)
                 if not matches:
                     raise InputError(f"no file matches {display_name(name)}")
                 self.files += matches
+            elif self.in_state(name):
+                raise OutputRefused(
+                    f"refusing input {display_name(name)}: it is in the --state directory (the "
+                    "engine's memory and a run's spool, not input)"
+                )
             else:
                 self.files.append(name)
         return self.files
@@ -120,6 +141,9 @@ class Walk:
         for entry in entries:
             full = entry.path
             if not self.wanted(full):
+                continue
+            if self.in_state(full):
+                self.skipped["state_dir"] += 1
                 continue
             if outputs and entry.name in RUN_OUTPUTS:
                 self.skipped["run_output"] += 1

@@ -123,18 +123,22 @@ def test_a_resent_history_copy_after_the_cut_is_still_a_copy(tmp_path: Path) -> 
     assert sorted((r["kind"], r["call"]["id"]) for r in two) == [("pair", f"u{i}") for i in (1, 2, 3)]
 
 
-def test_the_carried_closed_ids_keep_to_the_limit_of_the_run(tmp_path: Path) -> None:
-    """Run 1 closes five ids; run 2, limited to two remembered ids, keeps the newest two: their
-    results again are duplicates, the three forgotten ones wait for a call (no_call at --flush)."""
+def test_the_carried_closed_ids_keep_to_the_limit_of_the_chain(tmp_path: Path) -> None:
+    """Run 1 closes five ids and, limited to two remembered ids, carries the newest two: in run 2
+    their results again are duplicates, the three forgotten ones wait for a call (no_call at
+    --flush), as in one run with the limit. (A run 2 with another limit is refused: stateopts.py.)"""
     ids = [f"a{i}" for i in range(5)]
     p1 = _write(tmp_path / "p1.jsonl", [r for i in ids for r in (call("x", i, 0), result("x", i, 1))])
     p2 = _write(tmp_path / "p2.jsonl", [result("x", i, 2) for i in ids])
-    state = str(tmp_path / "state")
-    assert main(["pair", str(p1), "--out", str(tmp_path / "a"), "--state", state, "-q"]) == 0
+    state, limit = str(tmp_path / "state"), ["--max-closed-ids", "2"]
+    assert main(["pair", str(p1), "--out", str(tmp_path / "a"), "--state", state, "-q", *limit]) == 0
     argv = ["pair", str(p2), "--out", str(tmp_path / "b"), "--state", state, "--flush", "-q"]
-    assert main([*argv, "--max-closed-ids", "2"]) == 0
+    assert main([*argv, *limit]) == 0
     reasons = {r["event"]["id"]: r["reason"] for r in _records(tmp_path / "b")}
     assert reasons == dict.fromkeys(ids[:3], "no_call") | dict.fromkeys(ids[3:], "duplicate_result")
+    assert main(["pair", str(p1), str(p2), "--out", str(tmp_path / "one"), "-q", *limit]) == 0
+    two = _records(tmp_path / "a", tmp_path / "b")
+    assert sorted(map(_key, two)) == sorted(map(_key, _records(tmp_path / "one")))
 
 
 def _state_lines(state: Path) -> list[bytes]:
@@ -180,3 +184,31 @@ def test_a_state_this_release_cannot_read_is_refused_in_one_line(
     assert main(["pair", str(p2), "--out", str(tmp_path / "b"), "--state", str(state), "-q"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err and "Traceback" not in err
+
+
+def _undated(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in rec.items() if k != "ts"}
+
+
+@pytest.mark.parametrize("extra", [(), ("--call-timeout", "10", "--result-grace", "10")])
+def test_held_events_without_a_time_keep_the_time_they_were_read_at(
+    tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    """An undated event takes its conversation's clock when read. Held across a cut, it took the
+    clock at the cut on replay (00:00:09, not 00:00:00): with a 10 s timeout one run timed the call
+    u out and the chain paired it, and even by default the pair's call_ts differed. The same for
+    an undated result held waiting for its call (v)."""
+    p1 = [call("D", "x", 0), _undated(call("D", "u", 0)), result("D", "x", 9)]
+    p1 += [call("E", "e1", 0), _undated(result("E", "v", 0)), result("E", "e1", 9)]
+    p2 = [call("D", "z", 15, args={"k": 1}), result("D", "u", 16), result("D", "z", 16)]
+    p2 += [call("E", "w", 11), call("E", "v", 12), result("E", "w", 13)]
+    a, b = _write(tmp_path / "p1.jsonl", p1), _write(tmp_path / "p2.jsonl", p2)
+    state = str(tmp_path / "state")
+    assert main(["pair", str(a), "--out", str(tmp_path / "r1"), "--state", state, "-q", *extra]) == 0
+    argv = ["pair", str(b), "--out", str(tmp_path / "r2"), "--state", state, "--flush", "-q", *extra]
+    assert main([*argv]) == 0
+    assert main(["pair", str(a), str(b), "--out", str(tmp_path / "one"), "-q", *extra]) == 0
+    chain, one = _records(tmp_path / "r1", tmp_path / "r2"), _records(tmp_path / "one")
+    assert sorted(map(_key, chain)) == sorted(map(_key, one))
+    times = {(r["kind"], _side(r)["id"]): r.get("call_ts") or r.get("ts") for r in chain}
+    assert times.get(("pair", "u"), times.get(("orphan_call", "u"))) == "2026-01-01T00:00:00.000Z"

@@ -11,7 +11,8 @@
 //!   caps), its remembered (tool, arguments) for the repeat check with the hash seed, the
 //!   engine-wide queue that bounds them (stale items included: they count against the bound),
 //!   the request starts of conversations not seen yet, and the failure points each held call
-//!   was given when it arrived (a replayed call is not tagged again: it was counted once).
+//!   was given when it arrived (a replayed call is not tagged again: it was counted once);
+//! * the time each held event without a timestamp took when it arrived (`undated`).
 //!
 //! Put back through the engine's own operations (`conversation`, `close_id`, the tagger's
 //! bounded inserts), so a run configured with smaller limits than the last keeps to its own.
@@ -40,6 +41,11 @@ type CarriedTag = (Vec<usize>, Option<String>);
 pub(super) struct Restore {
     tags: HashMap<(String, Option<String>), VecDeque<CarriedTag>>,
     lru: Vec<String>,
+    /// The time each held event without a timestamp took when it arrived (its conversation's
+    /// clock then, or none), by (conversation, id, is_call), in arrival order: replayed, it takes
+    /// that time again, not the clock at the cut (issue 26: a call read at 00:00:00 and held
+    /// across a cut came back at 00:00:09, so it paired where one run timed it out).
+    pub(super) undated: HashMap<(String, Option<String>, bool), VecDeque<Option<f64>>>,
 }
 
 impl Restore {
@@ -182,6 +188,22 @@ impl Engine {
             write_opt_str(&mut o, detail.as_deref());
             o.push(b']');
         }
+        o.extend_from_slice(b"],\"undated\":[");
+        first = true;
+        for s in self.held.seqs() {
+            let Some(h) = self.held.get(&s) else { continue };
+            if h.ev.ts_ms.is_some() {
+                continue; // a dated event takes its own time again
+            }
+            sep(&mut o, &mut first);
+            o.push(b'[');
+            write_str(&mut o, &self.conv(h.conv).cid);
+            o.push(b',');
+            write_opt_str(&mut o, h.ev.id.as_deref());
+            let _ = write!(o, ",{},", h.ev.is_call);
+            bits(&mut o, h.ts_ms);
+            o.push(b']');
+        }
         o.extend_from_slice(b"]}");
         o
     }
@@ -268,6 +290,27 @@ impl Engine {
                 .entry(key)
                 .or_default()
                 .push_back((points, detail));
+        }
+        // Absent from a memory written before it was carried: those undated events take the clock.
+        for u in v
+            .get("undated")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(cid), Some(is_call)) = (
+                u.get(0).and_then(Value::as_str),
+                u.get(2).and_then(Value::as_bool),
+            ) else {
+                return Err(bad("undated"));
+            };
+            let id = u.get(1).and_then(Value::as_str).map(str::to_owned);
+            let key = (cid.to_owned(), id, is_call);
+            self.restore
+                .undated
+                .entry(key)
+                .or_default()
+                .push_back(float(u.get(3)));
         }
         self.restore.lru = cids;
         Ok(v.get("seed").and_then(Value::as_u64))
@@ -380,10 +423,27 @@ impl Engine {
         true
     }
 
+    /// The time a replayed undated event took when it first arrived: Some(time, or None for no
+    /// time), or None when none was carried for it (it then takes its conversation's clock).
+    pub(super) fn carried_time(
+        &mut self,
+        conv: usize,
+        ev: &crate::event::Event,
+    ) -> Option<Option<f64>> {
+        let key = (self.conv(conv).cid.clone(), ev.id.clone(), ev.is_call);
+        let queue = self.restore.undated.get_mut(&key)?;
+        let t = queue.pop_front()?;
+        if queue.is_empty() {
+            self.restore.undated.remove(&key);
+        }
+        Some(t)
+    }
+
     /// The end of a restore: the conversations take the LRU order they had at the cut (replaying
     /// the held events moved theirs to the end), and uncollected carried tags are dropped.
     pub(super) fn end_carry(&mut self) {
         self.restore.tags = HashMap::default();
+        self.restore.undated = HashMap::default();
         for cid in std::mem::take(&mut self.restore.lru) {
             if let Some(&i) = self.by_id.get(&cid) {
                 self.lru_unlink(i);

@@ -143,8 +143,18 @@ impl Engine {
         let conv = self.conversation(&ev.conversation_id, out);
         self.note_touch(conv);
         let clock = self.conv(conv).clock_ms;
-        if ts.is_none() && clock != f64::NEG_INFINITY {
-            ts = Some(clock);
+        if ts.is_none() {
+            // A replayed held event without a time takes the one it had when first read (carry.rs).
+            let carried = if self.restore.undated.is_empty() {
+                None
+            } else {
+                self.carried_time(conv, &ev)
+            };
+            match carried {
+                Some(t) => ts = t,
+                None if clock != f64::NEG_INFINITY => ts = Some(clock),
+                None => {}
+            }
         }
         if ev.is_call {
             self.on_call(conv, ev, ts, out);

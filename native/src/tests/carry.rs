@@ -81,3 +81,29 @@ fn a_memory_of_another_version_or_shape_is_refused() {
         .unwrap_err()
         .contains("convs"));
 }
+
+#[test]
+fn a_held_event_without_a_time_is_replayed_at_the_time_it_was_read() {
+    let mut old = Engine::new(config());
+    let mut out = Out::default();
+    run(&mut old, true, "c", "x", 0.0);
+    old.process(event(true, "c", Some("u"), Some("t"), None), None, &mut out);
+    run(&mut old, false, "c", "x", 9.0);
+    let m: Value = serde_json::from_slice(&old.export_memory(None)).unwrap();
+    let read_at = Value::from(0.0f64.to_bits());
+    assert_eq!(m["undated"], serde_json::json!([["c", "u", true, read_at]]));
+    let mut new = Engine::new(config());
+    assert!(new
+        .import_memory(&old.export_memory(None), &mut out)
+        .is_ok());
+    // the replay: u takes 0.0 again, not the clock at the cut (9.0), which stays as it was
+    new.process(event(true, "c", Some("u"), Some("t"), None), None, &mut out);
+    new.end_restore();
+    let again: Value = serde_json::from_slice(&new.export_memory(None)).unwrap();
+    assert_eq!(again["undated"], m["undated"]);
+    assert_eq!(again["convs"], m["convs"]);
+    // after the restore, an undated event takes the conversation's clock, as always
+    new.process(event(true, "c", Some("v"), Some("t"), None), None, &mut out);
+    let last: Value = serde_json::from_slice(&new.export_memory(None)).unwrap();
+    assert_eq!(last["undated"][1][3], Value::from(9.0f64.to_bits()));
+}

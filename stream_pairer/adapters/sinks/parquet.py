@@ -27,7 +27,7 @@ from stream_pairer.adapters.outputs import check_output_dir
 from stream_pairer.adapters.sinks import Closing, encoded
 from stream_pairer.adapters.sinks.arrow import arrow_schema, event_day, require, row_converter, to_table
 from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND, TABLES
-from stream_pairer.adapters.sinks.stale import remove_stale
+from stream_pairer.adapters.sinks.stale import clear_partitions, note_kept, remove_stale
 from stream_pairer.errors import InputError
 
 # Rows buffered per file before they become a row group: the sink's memory is about this many
@@ -104,14 +104,18 @@ class ParquetSink(Closing):
             self._writers.clear()
             for path in self.temp.rglob("*"):  # payloads are private data, as in the JSONL files
                 path.chmod(0o700 if path.is_dir() else 0o600)
+            kept = []
             for table in TABLES:
                 name = table if self.partition else f"{table}.parquet"
                 final = self.out_dir / name
                 if final.is_symlink() or final.is_file():
                     final.unlink()
                 elif final.is_dir():
-                    shutil.rmtree(final)
-                os.replace(self.temp / name, final)
+                    kept += clear_partitions(final)
+                if final.is_dir():  # a user's files kept in it: the new partitions go beside them
+                    _merge(self.temp / name, final)
+                else:
+                    os.replace(self.temp / name, final)
         except OSError as err:
             self.abort()
             raise InputError(f"cannot complete the outputs in {self.out_dir}: {err}") from err
@@ -119,7 +123,8 @@ class ParquetSink(Closing):
             self.abort()
             raise
         shutil.rmtree(self.temp, ignore_errors=True)
-        remove_stale(self.out_dir, [t if self.partition else f"{t}.parquet" for t in TABLES])
+        kept += remove_stale(self.out_dir, [t if self.partition else f"{t}.parquet" for t in TABLES])
+        note_kept(self.out_dir, kept)
 
     def abort(self) -> None:
         for w in self._writers.values():
@@ -127,3 +132,11 @@ class ParquetSink(Closing):
                 w.close()
         self._writers.clear()
         shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def _merge(new: Path, final: Path) -> None:
+    """The new `dt=*/part-*.parquet` files moved into a table directory that kept a user's files."""
+    for part in new.iterdir():
+        (final / part.name).mkdir(exist_ok=True)
+        for f in part.iterdir():
+            os.replace(f, final / part.name / f.name)

@@ -21,7 +21,8 @@ from stream_pairer.adapters.outputs import (
     write_private_file,
 )
 from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, open_sink
-from stream_pairer.adapters.state import RunState
+from stream_pairer.adapters.state import RunState, check_apart
+from stream_pairer.adapters.stateopts import chain_options
 from stream_pairer.adapters.walk import Walk, add_walk_arguments, skipped_line
 from stream_pairer.api import Pairer
 from stream_pairer.cli.options import (
@@ -135,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs.count("-") > 1:
         print("stream-pairer pair: stdin (-) can be given only once", file=sys.stderr)
         return 2
-    walk = Walk(None if str(args.out) == STDOUT else args.out, follow_links=args.follow_links)
+    walk = Walk(
+        None if str(args.out) == STDOUT else args.out, follow_links=args.follow_links, state_dir=args.state
+    )
     # The lock first: a second run into a busy --out is told who holds it, not that it is non-empty.
     lock = ExitStack()  # nothing held yet, if _out_lock refuses
     try:
@@ -187,7 +190,25 @@ def run(args: argparse.Namespace) -> int:
             render_summary(summary, elapsed, args.out, crossings, size, carried=carried),
             file=sys.stderr if str(args.out) == STDOUT else sys.stdout,
         )
+    events_in, events_out = conservation(summary, carried)
+    if events_in != events_out:  # never expected: say so in the exit status, not only in the table
+        print(
+            f"stream-pairer pair: conservation MISMATCH: {events_in} events in, {events_out} in "
+            "pairs/orphans (exit 3; `stream-pairer audit` names the events)",
+            file=sys.stderr,
+        )
+        return 3
     return 0
+
+
+def conservation(s: Summary, carried: tuple[int, int] | None) -> tuple[int, int]:
+    """(events in, events in pairs/orphans) of a run, the events `--state` carried in and out
+    counted on both sides."""
+    acc = s.accounted()
+    return (
+        acc["events_in"] + (carried[0] if carried else 0),
+        acc["events_out"] + (carried[1] if carried else 0),
+    )
 
 
 def _write_summary_json(
@@ -237,7 +258,7 @@ def _open_state(args: argparse.Namespace, names: list[str]) -> RunState | None:
         if args.flush:
             raise OutputRefused("--flush ends what --state carries: give it with --state DIR")
         return None
-    return RunState(args.state, names)
+    return RunState(args.state, names, chain_options(args))
 
 
 def _pair_inputs(
@@ -401,12 +422,10 @@ def render_summary(
         rows += [(f"  {k}", n) for k, n in size.output_bytes_by_kind.items() if n]
         ratio = size.ratio
         rows.append(("output bytes per input byte", "-" if ratio is None else f"{ratio:.2f}"))
-    acc = s.accounted()
     if carried is not None:  # --state: events held across the run boundary count on both sides
         rows.append(("events carried in (--state)", carried[0]))
         rows.append(("events carried out (--state)", carried[1]))
-    events_in = acc["events_in"] + (carried[0] if carried else 0)
-    events_out = acc["events_out"] + (carried[1] if carried else 0)
+    events_in, events_out = conservation(s, carried)
     width = max(len(label) for label, _ in rows)
     lines = [f"{label:<{width}}  {value:>10}" if value != "" else label for label, value in rows]
     held = " (carried ones included)" if carried else ""
@@ -430,6 +449,8 @@ def _out_lock(args: argparse.Namespace) -> ExitStack:
     catalog serialises its own commits (and a re-run appends nothing), and a file as `--out` is
     refused by check_output_dir (exit 2)."""
     stack = ExitStack()
+    if args.state is not None and not (str(args.out) == STDOUT or args.output_format == "iceberg"):
+        check_apart(args.out, args.state)
     try:
         if not (str(args.out) == STDOUT or args.output_format == "iceberg" or args.out.is_file()):
             stack.enter_context(OutputLock(args.out))
