@@ -62,11 +62,11 @@ import orjson
 
 from stream_pairer.adapters.files import Block, FileRecords, Oversize, Source, block_lines
 from stream_pairer.adapters.stateopts import check_options
+from stream_pairer.adapters.walk import STATE_FILE
 from stream_pairer.core.pipeline import Summary
 from stream_pairer.core.vocab import OrphanReason
 from stream_pairer.errors import InputError, OutputRefused
 
-STATE_FILE: Final = "state.jsonl.gz"
 VERSION: Final = 2
 _READS: Final = (1, 2)  # the versions this release loads (1: held events and clocks only)
 _KIND_AT: Final = len(b'{"kind":"')

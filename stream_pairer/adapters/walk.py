@@ -13,7 +13,8 @@ dropped without a word:
 * `run_output`: an earlier run's pairs/orphans/dead_letter.jsonl (all three side by side);
 * `state_dir`: the run's `--state` directory (its state file and spool are the engine's memory
   and this run's own records, not input: read back, they were dead letters and phantom orphans);
-  a file in it named on the command line is refused;
+  a file in it named on the command line is refused; a walk skips any `state.jsonl.gz` (another
+  chain's state, or `audit --input` over a tree that holds the --state directory);
 * `fifo`, `socket`, `device`: not files; a pipe would block the run until a writer came;
 * `unreadable`: a file or directory that cannot be opened (permissions, /proc files).
 
@@ -43,6 +44,9 @@ from stream_pairer.errors import InputError, OutputRefused
 # that holds all three (an earlier run's --out inside the input tree), they are outputs, not tool
 # events, and a walk skips them (`run_output`) instead of reading pairs back as "discovered" calls.
 RUN_OUTPUTS: Final = frozenset({"pairs.jsonl", "orphans.jsonl", "dead_letter.jsonl"})
+# The state file of a `--state` directory (adapters/state.py): the engine's memory, never input,
+# wherever a walk finds it (this run's --state, another chain's, or `audit --input` over the tree).
+STATE_FILE: Final = "state.jsonl.gz"
 INPUT_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".ndjson.gz", ".gz")
 READ_CHUNK: Final = 1 << 16
 
@@ -142,7 +146,7 @@ class Walk:
             full = entry.path
             if not self.wanted(full):
                 continue
-            if self.in_state(full):
+            if self.in_state(full) or entry.name == STATE_FILE:
                 self.skipped["state_dir"] += 1
                 continue
             if outputs and entry.name in RUN_OUTPUTS:

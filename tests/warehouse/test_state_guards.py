@@ -34,6 +34,10 @@ def test_a_state_directory_inside_the_input_tree_is_not_read(tmp_path: Path) -> 
     o2 = tmp_path / "o2"
     assert [r["call"]["id"] for r in records(o2, "pairs.jsonl")] == ["1"]
     assert records(o2, "orphans.jsonl") == records(o2, "dead_letter.jsonl") == []
+    # an audit over the tree reads what the runs read: the state file is skipped there too (its
+    # three lines were read as three more input records)
+    audit = cli("audit", "--input", "logs/", "--outputs", "o2", cwd=tmp_path)
+    assert audit.out.startswith("inputs:  1 records (0 unreadable"), audit.out
 
 
 def test_the_state_files_are_never_inputs_by_glob_or_by_name(tmp_path: Path) -> None:
