@@ -1,0 +1,189 @@
+"""The shipped Kafka Connect Iceberg sink config (`deploy/kafka-connect/iceberg-sink.json`) lands
+stream-pairer's real output topics in the three generated Iceberg tables, with nothing lost.
+
+Everything is real: Apache Kafka's `ConnectStandalone` with Apache Iceberg's own sink
+(`scripts/kafka_connect.py` fetches both with Maven), the session's Kafka broker, Iceberg's
+`JdbcCatalog` over a SQLite file that pyiceberg's `SqlCatalog` opens too (the same catalog tables).
+Only the environment's keys are overridden (catalog, topics, control topic, commit interval, the
+credential file, the Connect DLQ's replication factor on a one-broker cluster); the routing,
+converters, table names and auto-create/evolve switches are the shipped file's. The tables are
+created beforehand from `deploy/warehouse/iceberg/` because the shipped config does not create
+them. The records are `stream-pairer pair examples/mixed.jsonl --out -`'s, each produced to its
+kind's topic; the check walks every JSON value of every record and finds it in its table's row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from .conftest import KafkaBroker, kb, require_kafka
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import kafka_connect as kc  # a script, not a package (the conftest put scripts/ on the path too)
+
+pyiceberg_sql = pytest.importorskip("pyiceberg.catalog.sql")
+from pyiceberg.schema import Schema  # noqa: E402 - after the importorskip that guards it
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "deploy" / "kafka-connect" / "iceberg-sink.json"
+SCHEMAS = ROOT / "deploy" / "warehouse" / "iceberg"
+CATALOG_NAME = json.loads(SHIPPED.read_text())["config"].get("iceberg.catalog", "iceberg")
+TABLE_OF_KIND = {"pair": "pairs", "orphan_call": "orphans", "orphan_result": "orphans", "dead_letter": "dead_letter"}
+TOPIC_OF_KIND = {"pair": "pairs", "orphan_call": "orphans", "orphan_result": "orphans", "dead_letter": "dead-letter"}
+
+
+def _require_connect() -> None:
+    require_kafka(kb.DEFAULT_VERSION)
+    if not kc.is_resolved() and shutil.which("mvn") is None:
+        reason = "Maven (mvn) not found and the Kafka Connect / Iceberg sink jars are not cached"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def _records() -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "stream_pairer", "pair", str(ROOT / "examples" / "mixed.jsonl"), "--out", "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def _connector(shipped: dict[str, Any], tmp: Path, prefix: str, db: Path) -> dict[str, Any]:
+    """The shipped connector with only the environment's keys replaced."""
+    secrets = tmp / "iceberg.properties"
+    secrets.write_text("credential=unused-by-a-jdbc-catalog\n")
+    cfg = dict(shipped["config"])
+    shipped_topics = cfg["topics"].split(",")
+    cfg.update(
+        {
+            "topics": ",".join(t.replace("tool-events", prefix, 1) for t in shipped_topics),
+            "iceberg.control.topic": f"{prefix}.iceberg-control",
+            "iceberg.control.commit.interval-ms": "1000",
+            "iceberg.catalog.type": "jdbc",
+            "iceberg.catalog.uri": f"jdbc:sqlite:{db}",
+            # SQLite has one writer at a time: the coordinator commits the tables in parallel and
+            # the test reads meanwhile, so a writer waits for the lock instead of failing at once.
+            "iceberg.catalog.jdbc.busy_timeout": "30000",
+            "iceberg.catalog.warehouse": f"file:{tmp / 'warehouse'}",
+            "iceberg.catalog.credential": cfg["iceberg.catalog.credential"].replace(
+                "/opt/kafka/secrets/iceberg.properties", str(secrets)
+            ),
+            "errors.deadletterqueue.topic.replication.factor": "1",
+        }
+    )
+    return {"name": shipped["name"], "config": cfg}
+
+
+def _catalog(db: Path, warehouse: Path) -> Any:
+    """pyiceberg's view of the connector's catalog: JDBC catalogs keep every catalog's tables in one
+    `iceberg_tables` table keyed by catalog name, and the sink's is `iceberg.catalog` ("iceberg")."""
+    return pyiceberg_sql.SqlCatalog(CATALOG_NAME, uri=f"sqlite:///{db}", warehouse=f"file://{warehouse}")
+
+
+async def _produce(bootstrap: str, prefix: str, records: list[dict[str, Any]]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for rec in records:
+            await producer.send(f"{prefix}.{TOPIC_OF_KIND[rec['kind']]}", json.dumps(rec).encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _rows(catalog: Any, namespace: str) -> dict[str, list[dict[str, Any]]]:
+    return {t: catalog.load_table((namespace, t)).scan().to_arrow().to_pylist() for t in set(TABLE_OF_KIND.values())}
+
+
+def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
+    """A record's own identity: a pair by pair_id, anything else by its input line."""
+    return (rec["kind"], rec["pair_id"]) if rec["kind"] == "pair" else (rec["kind"], rec["source"]["line"])
+
+
+def _same(value: Any, landed: Any, path: str) -> list[str]:
+    """Where a JSON value and the table's value differ (recursively); a NULL for a value is a difference."""
+    if value is None:
+        return []
+    if landed is None:
+        return [f"{path}: NULL where the JSON has {value!r}"]
+    if isinstance(value, dict) and isinstance(landed, dict):
+        missing = [f"{path}.{k}: no column" for k in value if k not in landed and value[k] is not None]
+        return missing + [d for k, v in value.items() if k in landed for d in _same(v, landed[k], f"{path}.{k}")]
+    if isinstance(landed, datetime):
+        ok = datetime.fromisoformat(value.replace("Z", "+00:00")) == landed
+    elif isinstance(landed, str) and not isinstance(value, str):
+        ok = json.loads(landed) == value  # objects and lists in a string column land as JSON text
+    else:
+        ok = value == landed
+    return [] if ok else [f"{path}: {landed!r} where the JSON has {value!r}"]
+
+
+async def test_shipped_iceberg_sink_lands_every_record_in_its_table(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    _require_connect()
+    shipped = json.loads(SHIPPED.read_text())
+    records = _records()
+    assert {r["kind"] for r in records} == set(TABLE_OF_KIND)  # every kind is exercised
+
+    db, warehouse = tmp_path / "catalog.db", tmp_path / "warehouse"
+    with contextlib.closing(sqlite3.connect(db)) as con:  # WAL: readers and the writer never block
+        con.execute("PRAGMA journal_mode=WAL")  # each other (the mode is stored in the file)
+    catalog = _catalog(db, warehouse)
+    tables = shipped["config"]["iceberg.tables"].split(",")
+    namespace = tables[0].split(".")[0]
+    catalog.create_namespace(namespace)
+    for name in tables:
+        schema = Schema.model_validate_json((SCHEMAS / f"{name.split('.', 1)[1]}.schema.json").read_text())
+        catalog.create_table(tuple(name.split(".")), schema=schema)
+
+    prefix = f"tool-events-{uuid.uuid4().hex[:8]}"
+    conn = tmp_path / "iceberg-sink.json"
+    connector = _connector(shipped, tmp_path, prefix, db)
+    conn.write_text(json.dumps(connector))
+    for topic in connector["config"]["topics"].split(","):
+        await kb.create_topic(kafka_broker.bootstrap, name=topic, wait_s=15.0)
+
+    with kc.ConnectWorker(kafka_broker.bootstrap, tmp_path / "connect", [conn]) as worker:
+        worker.wait_running(shipped["name"])
+        await _produce(kafka_broker.bootstrap, prefix, records)
+        expected = Counter(TABLE_OF_KIND[r["kind"]] for r in records)
+        deadline = time.monotonic() + 90
+        while True:
+            rows = await asyncio.to_thread(_rows, _catalog(db, warehouse), namespace)
+            landed = Counter({t: len(r) for t, r in rows.items()})
+            if landed == expected or time.monotonic() > deadline:
+                break
+            worker.wait_running(shipped["name"], timeout=5)  # a failed task ends the wait with its trace
+            await asyncio.sleep(2)
+        dlq = worker.log_tail()
+    assert landed == expected, f"landed {dict(landed)}, expected {dict(expected)}\n{dlq}"
+
+    by_identity = {_identity(row): (table, row) for table, rs in rows.items() for row in rs}
+    assert len(by_identity) == len(records)  # each record once, none twice
+    differences = []
+    for rec in records:
+        table, row = by_identity[_identity(rec)]
+        assert table == TABLE_OF_KIND[rec["kind"]]  # routed by its kind
+        differences += _same(rec, row, f"{rec['kind']}[{_identity(rec)[1]}]")
+    assert differences == []
