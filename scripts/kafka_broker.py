@@ -621,6 +621,7 @@ async def create_topic(
     replication: int = 1,
     prefix: str = "topic",
     wait_s: float = 30.0,
+    *,
     name: str = "",
 ) -> str:
     """Create a uniquely named topic and wait until every partition has a leader: a freshly created

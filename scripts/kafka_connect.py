@@ -74,14 +74,19 @@ def is_resolved(version: str = kb.DEFAULT_VERSION, iceberg: str = ICEBERG_VERSIO
     root = kb.cache_root()
     return all(
         (p / ".complete").exists()
-        for p in (root / f"connect-{version}" / "libs", root / f"iceberg-connect-{iceberg}" / "plugins" / PLUGIN_NAME)
+        for p in (
+            root / f"connect-{version}" / "libs",
+            root / f"iceberg-connect-{iceberg}" / "plugins" / PLUGIN_NAME,
+        )
     )
 
 
 class ConnectWorker:
     """One `ConnectStandalone` JVM: REST on a free loopback port, offsets in a file under `directory`."""
 
-    def __init__(self, bootstrap: str, directory: Path, connectors: list[Path], version: str = kb.DEFAULT_VERSION):
+    def __init__(
+        self, bootstrap: str, directory: Path, connectors: list[Path], version: str = kb.DEFAULT_VERSION
+    ):
         self.bootstrap = bootstrap
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
