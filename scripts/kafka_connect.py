@@ -106,6 +106,7 @@ class ConnectWorker:
             "listeners": self.url,
             "rest.advertised.host.name": "127.0.0.1",
             "plugin.path": plugin_path(),
+            "plugin.discovery": "service_load",  # the jars' ServiceLoader manifests: no classpath scan
             "offset.storage.file.filename": self.dir / "connect.offsets",
             "offset.flush.interval.ms": 1000,
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
