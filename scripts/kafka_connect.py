@@ -133,11 +133,15 @@ class ConnectWorker:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         kb._LIVE.add(self.proc)
         deadline = time.monotonic() + timeout
-        while self.get("/") is None:
-            self._check_alive()
-            if time.monotonic() > deadline:
-                raise kb.KafkaToolError(f"Connect REST not up after {timeout}s:\n{self.log_tail()}")
-            time.sleep(0.3)
+        try:
+            while self.get("/") is None:
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise kb.KafkaToolError(f"Connect REST not up after {timeout}s:\n{self.log_tail()}")
+                time.sleep(0.3)
+        except BaseException:  # `with` calls __exit__ only after __enter__ returned: stop it here
+            self.stop()
+            raise
         return self
 
     def _check_alive(self) -> None:
