@@ -109,12 +109,19 @@ def _catalog(db: Path, warehouse: Path) -> Any:
 
 
 async def _produce(bootstrap: str, prefix: str, records: list[dict[str, Any]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    """Write the records as the sidecar's `--exactly-once` mode does, in a transaction, after an
+    aborted one holding the same records: what a sidecar killed mid-transaction and replayed leaves
+    in its output topics. Only a read_committed sink lands each record once."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", transactional_id=f"txn-{prefix}")
     await producer.start()
     try:
+        await producer.begin_transaction()
         for rec in records:
             await producer.send(f"{prefix}.{TOPIC_OF_KIND[rec['kind']]}", json.dumps(rec).encode())
-        await producer.flush()
+        await producer.abort_transaction()
+        async with producer.transaction():
+            for rec in records:
+                await producer.send(f"{prefix}.{TOPIC_OF_KIND[rec['kind']]}", json.dumps(rec).encode())
     finally:
         await producer.stop()
 
