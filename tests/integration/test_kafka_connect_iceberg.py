@@ -35,7 +35,8 @@ from aiokafka import AIOKafkaProducer
 
 from stream_pairer.adapters.sinks.columns import TABLE_OF_KIND  # the file mode's kind -> table
 
-from .conftest import KafkaBroker, kb, require_kafka
+from .conftest import BrokerFactory, kb, require_kafka
+from .sidecar_support import OutputReader, config, produce, started, summary
 
 pyiceberg_sql = pytest.importorskip("pyiceberg.catalog.sql")
 schema_mod = pytest.importorskip("pyiceberg.schema")
@@ -62,7 +63,8 @@ def _require_connect() -> None:
         pytest.skip(reason)
 
 
-def _records() -> list[dict[str, Any]]:
+def _pair_outputs() -> list[dict[str, Any]]:
+    """The file mode's records, as `stream-pairer pair ... --out -` pipes them."""
     out = subprocess.run(
         [sys.executable, "-m", "stream_pairer", "pair", str(ROOT / "examples" / "mixed.jsonl"), "--out", "-"],
         capture_output=True,
@@ -108,6 +110,24 @@ def _catalog(db: Path, warehouse: Path) -> Any:
     return pyiceberg_sql.SqlCatalog(CATALOG_NAME, uri=f"sqlite:///{db}", warehouse=f"file://{warehouse}")
 
 
+async def _sidecar_outputs(bootstrap: str, prefix: str) -> list[dict[str, Any]]:
+    """The sidecar's own records: mixed.jsonl's lines into the input topic `prefix`, paired by an
+    in-process `--exactly-once` sidecar into `prefix.pairs` / `.orphans` / `.dead-letter`
+    (transactions, Kafka lineage in `source`); returned as a read_committed reader sees them."""
+    lines = (ROOT / "examples" / "mixed.jsonl").read_bytes().splitlines()
+    await kb.create_topic(bootstrap, name=prefix, wait_s=15.0)
+    await produce(bootstrap, prefix, [(None, line) for line in lines if line.strip()])
+    sidecar = await started(config(bootstrap, prefix, f"g-{prefix}", exactly_once=True))
+    try:
+        async with OutputReader(bootstrap, prefix) as reader:
+            # unanswered calls come last: by the wall-clock tick, after the call timeout
+            await reader.until(lambda recs: "orphan_call:timeout" in summary(recs), timeout_s=30)
+            await reader.settle(1.5)
+            return reader.records
+    finally:
+        assert await sidecar.stop()
+
+
 async def _produce(bootstrap: str, prefix: str, records: list[dict[str, Any]]) -> None:
     """Write the records as the sidecar's `--exactly-once` mode does, in a transaction, after an
     aborted one holding the same records: what a sidecar killed mid-transaction and replayed leaves
@@ -150,8 +170,11 @@ async def _until_landed(
 
 
 def _identity(rec: dict[str, Any]) -> tuple[Any, ...]:
-    """A record's own identity: a pair by pair_id, anything else by its input line."""
-    return (rec["kind"], rec["pair_id"]) if rec["kind"] == "pair" else (rec["kind"], rec["source"]["line"])
+    """A record's own identity: a pair by pair_id, anything else by its input's lineage."""
+    if rec["kind"] == "pair":
+        return (rec["kind"], rec["pair_id"])
+    lineage = {k: v for k, v in rec["source"].items() if v is not None}  # file/line, topic/partition/offset
+    return (rec["kind"], json.dumps(lineage, sort_keys=True))
 
 
 def _same(value: Any, landed: Any, path: str) -> list[str]:
@@ -174,13 +197,17 @@ def _same(value: Any, landed: Any, path: str) -> list[str]:
     return [] if ok else [f"{path}: {landed!r} where the JSON has {value!r}"]
 
 
+@pytest.mark.parametrize("source", ["pair", "sidecar"])
 async def test_shipped_iceberg_sink_lands_every_record_in_its_table(
-    kafka_broker: KafkaBroker, tmp_path: Path
+    broker_factory: BrokerFactory, tmp_path: Path, source: str
 ) -> None:
     _require_connect()
+    # A cluster of its own, as a new deployment has: the sink keeps state under the connector's
+    # name (its consumer groups), and a second run under the same name with a new control topic
+    # and new tables on the same cluster committed nothing (deploy/kafka-connect/README.md).
+    broker = broker_factory()
     shipped = json.loads(SHIPPED.read_text())
-    records = _records()
-    assert {r["kind"] for r in records} == set(TABLE_OF_KIND)  # every kind is exercised
+    prefix = f"tool-events-{uuid.uuid4().hex[:8]}"
 
     db, warehouse = tmp_path / "catalog.db", tmp_path / "warehouse"
     with contextlib.closing(sqlite3.connect(db)) as con:  # WAL: readers and the writer never block
@@ -195,17 +222,21 @@ async def test_shipped_iceberg_sink_lands_every_record_in_its_table(
         )
         catalog.create_table(tuple(name.split(".")), schema=schema)
 
-    prefix = f"tool-events-{uuid.uuid4().hex[:8]}"
     conn = tmp_path / "iceberg-sink.json"
     connector = _connector(shipped, tmp_path, prefix, db)
     conn.write_text(json.dumps(connector))
     control = connector["config"]["iceberg.control.topic"]  # else only broker auto-creation makes it
     for topic in [*connector["config"]["topics"].split(","), control]:
-        await kb.create_topic(kafka_broker.bootstrap, name=topic, wait_s=15.0)
+        await kb.create_topic(broker.bootstrap, name=topic, wait_s=15.0)
 
-    with kc.ConnectWorker(kafka_broker.bootstrap, tmp_path / "connect", [conn]) as worker:
+    with kc.ConnectWorker(broker.bootstrap, tmp_path / "connect", [conn]) as worker:
         worker.wait_running(shipped["name"])
-        await _produce(kafka_broker.bootstrap, prefix, records)
+        if source == "pair":
+            records = _pair_outputs()
+            await _produce(broker.bootstrap, prefix, records)
+        else:
+            records = await _sidecar_outputs(broker.bootstrap, prefix)
+        assert {r["kind"] for r in records} == set(TABLE_OF_KIND)  # every kind is exercised
         expected = Counter(TABLE_OF_KIND[r["kind"]] for r in records)
         rows = await _until_landed(worker, shipped["name"], _catalog(db, warehouse), namespace, expected)
         await asyncio.sleep(3)  # three more commit intervals: a late duplicate commit would show now
