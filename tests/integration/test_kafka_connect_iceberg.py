@@ -2,14 +2,16 @@
 stream-pairer's real output topics in the three generated Iceberg tables, with nothing lost.
 
 Everything is real: Apache Kafka's `ConnectStandalone` with Apache Iceberg's own sink
-(`scripts/kafka_connect.py` fetches both with Maven), the session's Kafka broker, Iceberg's
+(`scripts/kafka_connect.py` fetches both with Maven), a Kafka broker of the test's own, Iceberg's
 `JdbcCatalog` over a SQLite file that pyiceberg's `SqlCatalog` opens too (the same catalog tables).
 Only the environment's keys are overridden (catalog, topics, control topic, commit interval, the
-credential file, the Connect DLQ's replication factor on a one-broker cluster); the routing,
-converters, table names and auto-create/evolve switches are the shipped file's. The tables are
-created beforehand from `deploy/warehouse/iceberg/` because the shipped config does not create
-them. The records are `stream-pairer pair examples/mixed.jsonl --out -`'s, each produced to its
-kind's topic; the check walks every JSON value of every record and finds it in its table's row.
+credential file, the Connect DLQ's replication factor on a one-broker cluster, SQLite's one-writer
+settings); the routing, converters, table names, isolation level and auto-create/evolve switches
+are the shipped file's. The tables are created beforehand from `deploy/warehouse/iceberg/` because
+the shipped config does not create them. The records are `stream-pairer pair examples/mixed.jsonl
+--out -`'s, each produced to its kind's topic in transactions (one aborted), or a real
+`--exactly-once` sidecar's outputs for the same lines; the check walks every JSON value of every
+record and finds it in its table's row.
 """
 
 from __future__ import annotations
