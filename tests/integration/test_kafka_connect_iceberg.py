@@ -165,7 +165,7 @@ async def _until_landed(
         landed = Counter({t: len(r) for t, r in rows.items()})
         if landed == expected:
             return rows
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or any(landed[t] > n for t, n in expected.items()):  # too many: final
             raise AssertionError(f"landed {dict(landed)}, expected {dict(expected)}\n{worker.log_tail()}")
         worker.wait_running(name, timeout=30)  # a FAILED task ends the wait with its trace
         await asyncio.sleep(1)
