@@ -91,8 +91,10 @@ def is_resolved(version: str = DEFAULT_VERSION) -> bool:
     return (cache_root() / version / "libs" / ".complete").exists()
 
 
-def _pom(version: str) -> str:
-    deps = [("org.apache.kafka", "kafka_2.13", version), *_LOGGING_DEPS[version.split(".", 1)[0]]]
+Artifact = tuple[str, str, str]  # Maven (groupId, artifactId, version)
+
+
+def _pom(deps: list[Artifact]) -> str:
     xml = "".join(
         f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
         for g, a, v in deps
@@ -104,31 +106,44 @@ def _pom(version: str) -> str:
     )
 
 
-def resolve(version: str = DEFAULT_VERSION) -> Path:
-    """Return the directory holding Kafka's runtime jars, downloading them with Maven on first use."""
-    home = cache_root() / version
-    libs = home / "libs"
+def maven_copy(home: Path, deps: list[Artifact], libs: Path, expect: str, exclude_groups: str = "") -> Path:
+    """Copy `deps` and their runtime closure into `libs` with Maven, once (`.complete` marks it done).
+
+    Shared by the broker's jars and Kafka Connect's (scripts/kafka_connect.py): the copy is staged
+    and renamed into place, so an interrupted download never looks complete; `expect` is a glob that
+    must match in the result (Maven can "succeed" with nothing copied).
+    """
     if (libs / ".complete").exists():
         return libs
-    if version.split(".", 1)[0] not in _LOGGING_DEPS:
-        raise KafkaToolError(f"unsupported Kafka version {version} (3.x and 4.x are known)")
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise KafkaToolError("Maven (mvn) not found: it is needed once to fetch Kafka's jars")
+        raise KafkaToolError(f"Maven (mvn) not found: it is needed once to fetch {deps[0][1]}'s jars")
     home.mkdir(parents=True, exist_ok=True)
-    (home / "pom.xml").write_text(_pom(version))
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    (home / "pom.xml").write_text(_pom(deps))
+    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
     opts = [f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
+    if exclude_groups:  # e.g. a plugin's own slf4j, which Connect always loads from its own classpath
+        opts.append(f"-DexcludeGroupIds={exclude_groups}")
     cmd = [mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies", *opts]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
+    if done.returncode != 0 or not any(staging.glob(expect)):
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
-        raise KafkaToolError(f"Maven could not resolve org.apache.kafka:kafka_2.13:{version}:\n{tail}")
+        raise KafkaToolError(f"Maven could not resolve {':'.join(deps[0])}:\n{tail}")
     (staging / ".complete").touch()
     shutil.rmtree(libs, ignore_errors=True)  # a half-done copy from an interrupted run
     staging.rename(libs)
     return libs
+
+
+def resolve(version: str = DEFAULT_VERSION) -> Path:
+    """Return the directory holding Kafka's runtime jars, downloading them with Maven on first use."""
+    home = cache_root() / version
+    if version.split(".", 1)[0] not in _LOGGING_DEPS:
+        raise KafkaToolError(f"unsupported Kafka version {version} (3.x and 4.x are known)")
+    deps = [("org.apache.kafka", "kafka_2.13", version), *_LOGGING_DEPS[version.split(".", 1)[0]]]
+    return maven_copy(home, deps, home / "libs", "kafka_2.13-*.jar")
 
 
 def free_ports(n: int) -> list[int]:
@@ -601,7 +616,13 @@ def stop_dir(directory: Path, timeout: float = 30.0) -> bool:
 
 
 async def create_topic(
-    bootstrap: str, partitions: int = 1, replication: int = 1, prefix: str = "topic", wait_s: float = 30.0
+    bootstrap: str,
+    partitions: int = 1,
+    replication: int = 1,
+    prefix: str = "topic",
+    wait_s: float = 30.0,
+    *,
+    name: str = "",
 ) -> str:
     """Create a uniquely named topic and wait until every partition has a leader: a freshly created
     topic answers produce and fetch requests with errors until then, which would make the first
@@ -612,7 +633,7 @@ async def create_topic(
 
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415 - see docstring
 
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    name = name or f"{prefix}-{uuid.uuid4().hex[:10]}"  # a given name: e.g. a config's own topics
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:

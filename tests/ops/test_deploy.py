@@ -552,6 +552,9 @@ def test_connector_reads_every_output_topic_as_schemaless_json(where: str, conn:
     assert set(cfg["topics"].split(",")) == output_topics()
     assert cfg["value.converter"] == "org.apache.kafka.connect.json.JsonConverter"
     assert cfg["value.converter.schemas.enable"] == "false", "our records carry no Connect schema envelope"
+    # --exactly-once writes in transactions: Connect reads read_uncommitted unless told, and would
+    # land an aborted transaction's records too (tests/integration/test_kafka_connect_iceberg.py).
+    assert cfg["consumer.override.isolation.level"] == "read_committed"
     assert cfg["errors.deadletterqueue.topic.name"] not in output_topics()
     if "snowflake.topic2table.map" in cfg:
         mapped = {pair.split(":")[0] for pair in cfg["snowflake.topic2table.map"].split(",")}
