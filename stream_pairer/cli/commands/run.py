@@ -162,7 +162,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=_default("commit_interval_s"),
         help=(
-            "seconds between the starts of two commits (default: 1 at-least-once, 0.1 exactly-once; "
+            "seconds between the starts of two commits (default: 1 at-least-once, 0.05 exactly-once; "
             "0 = as soon as the previous one ends); commits run beside the consume loop, one at a time"
         ),
     )
