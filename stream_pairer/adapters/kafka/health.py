@@ -109,9 +109,7 @@ class HealthMixin(SidecarState):
                 if hw is not None and base is not None:
                     m.set_lag(tp.topic, tp.partition, hw - base, None if done is None else hw - done)
         self._outputs_watch.settle(
-            all_committed=not self._unopened
-            and not self._committer.busy
-            and not any(st.dirty for st in self.states.values())
+            all_committed=not self._unopened and not any(st.dirty for st in self.states.values())
         )
         m.set_state(open_calls=calls, open_conversations=convs, held_bytes=held, pending_results=pending)
         self._publish_assignment()
