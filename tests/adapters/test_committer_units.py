@@ -126,10 +126,36 @@ async def test_a_slow_commit_runs_beside_the_loop_one_at_a_time() -> None:
     release.set()
     await turn()
     assert bg.finished()
-    outcome = await bg.take()
-    assert outcome is not None and outcome[1] == {} and outcome[0].todo[TP].committed == 10
+    [(begun, failed)] = await bg.take()
+    assert failed == {} and begun.todo[TP].committed == 10
     assert not bg.busy and bg.partitions() == set()
     assert not bg.due(0.19) and bg.due(0.2)  # the interval counts from when the last one began
+
+
+async def test_lanes_commit_independently_and_in_order_within_each() -> None:
+    """Exactly-once: each partition is a lane; a slow transaction holds back only its own."""
+    other = TopicPartition("in", 1)
+    slow, fast = asyncio.Event(), asyncio.Event()
+
+    async def finish(gate: asyncio.Event) -> Failures:
+        await gate.wait()
+        return {}
+
+    bg = BackgroundCommit(0.05, now_s=0.0)
+    bg.start(Begun({TP: checkpoint(1)}, {}, started_s=0.05), finish(slow), TP)
+    assert not bg.due(1.0, TP) and bg.due(0.05, other)  # the other lane is free
+    bg.start(Begun({other: checkpoint(1)}, {}, started_s=0.05), finish(fast), other)
+    fast.set()
+    await turn()
+    [(begun, _)] = await bg.take(ended_only=True)  # the ended one only; the slow one stays
+    assert set(begun.todo) == {other} and bg.busy and bg.partitions() == {TP}
+    assert bg.due(0.1, other) and not bg.due(10.0, TP)
+    ended = bg.all_ended()
+    assert not ended.done()
+    slow.set()
+    await asyncio.wait_for(ended, 1.0)
+    [(begun, _)] = await bg.take()
+    assert set(begun.todo) == {TP} and not bg.busy
 
 
 async def test_a_commit_error_is_raised_where_the_outcome_is_taken() -> None:
@@ -145,7 +171,7 @@ async def test_a_commit_error_is_raised_where_the_outcome_is_taken() -> None:
         assert "coordinator" in str(err)
     else:
         raise AssertionError("the error of the commit was lost")
-    assert not bg.busy  # the slot is free: the session decides what happens next
+    assert not bg.busy  # the lane is free: the session decides what happens next
 
 
 async def test_at_least_once_commit_waits_for_its_own_outputs_only_and_never_commits_before_them() -> None:

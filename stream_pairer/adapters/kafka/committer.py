@@ -10,9 +10,10 @@ arrival-to-ack p99 (BENCHMARKS.md, issue 25). Now a commit is split in two:
   every output of the records it covers is handed to the client and set apart (delivery.py
   `begin_commit`): that is what this commit waits for, and nothing emitted later;
 * `finish` (the waiting: acknowledgements, checkpoint, offsets or the transaction) runs as a task
-  beside the loop, which goes on fetching, pairing and producing. One commit at a time: the next
-  begins once the previous has finished and `--commit-interval` has passed since it began, so the
-  checkpoint chain (snapshot + deltas) is written in order.
+  beside the loop, which goes on fetching, pairing and producing. One commit at a time per lane
+  (at-least-once: all partitions together, one OffsetCommit; exactly-once: each partition, its own
+  transaction): the next begins once the previous has finished and `--commit-interval` has passed
+  since it began, so each checkpoint chain (snapshot + deltas) is written in order.
 
 The outcome is applied by the loop, under its lock, at its next turn (`_settle_commit`): the same
 rules as before (a retriable offset-commit failure at-least-once is retried by the next commit; any
@@ -30,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Hashable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -56,60 +57,70 @@ class Begun:
 
 
 class BackgroundCommit:
-    """The one commit in flight beside the loop, if any, and when the next one is due.
+    """The commits in flight beside the loop, one per lane at most, and when each lane is due.
+
+    A lane is what commits together: at-least-once, every partition (one OffsetCommit for all);
+    exactly-once, each input partition (its own producer and transaction), so a slow transaction
+    of one partition does not hold back the commits of the others. Within a lane, one commit at a
+    time, in order (a checkpoint chain is extended by one commit after the other).
 
     Pure scheduling, no Kafka: `finish` is any awaitable returning the failures, which is what the
     unit tests give it (a slow one, a failing one)."""
 
     def __init__(self, interval_s: float, now_s: float) -> None:
-        self.interval_s = interval_s  # 0: a new commit as soon as the previous one has finished
-        self.next_s = now_s + interval_s
-        self._task: asyncio.Task[Failures] | None = None
-        self._begun: Begun | None = None
+        self.interval_s = interval_s  # 0: a new commit as soon as the lane's previous one has ended
+        self._first_s = now_s + interval_s
+        self._next_s: dict[Hashable, float] = {}
+        self._flight: dict[Hashable, tuple[asyncio.Future[Failures], Begun]] = {}
 
     @property
     def busy(self) -> bool:
-        return self._task is not None
+        return bool(self._flight)
 
-    @property
-    def task(self) -> asyncio.Task[Failures] | None:
-        return self._task
+    def all_ended(self) -> asyncio.Future[list[Failures]]:
+        """Resolves when every commit now in flight has ended (raises the first error)."""
+        ended = asyncio.gather(*(task for task, _ in self._flight.values()))
+        ended.add_done_callback(lambda f: f.cancelled() or f.exception())  # read by `take`, not here
+        return ended
 
     def partitions(self) -> set[TopicPartition]:
-        return set(self._begun.todo) if self._begun is not None else set()
+        return {tp for _, begun in self._flight.values() for tp in begun.todo}
 
     def finished(self) -> bool:
         """A commit has ended and its outcome waits to be applied."""
-        return self._task is not None and self._task.done()
+        return any(task.done() for task, _ in self._flight.values())
 
-    def due(self, now_s: float) -> bool:
-        """No commit in flight and the interval since the last one began has passed."""
-        return self._task is None and now_s >= self.next_s
+    def due(self, now_s: float, lane: Hashable = None) -> bool:
+        """No commit in flight in the lane and the interval since its last one began has passed."""
+        return lane not in self._flight and now_s >= self._next_s.get(lane, self._first_s)
 
-    def start(self, begun: Begun, finish: Awaitable[Failures]) -> None:
-        assert self._task is None, "one commit at a time"
-        self._begun = begun
-        self.next_s = begun.started_s + self.interval_s
-        self._task = asyncio.ensure_future(finish)
+    def start(self, begun: Begun, finish: Awaitable[Failures], lane: Hashable = None) -> None:
+        assert lane not in self._flight, "one commit at a time per lane"
+        self._next_s[lane] = begun.started_s + self.interval_s
+        self._flight[lane] = (asyncio.ensure_future(finish), begun)
 
-    async def take(self) -> tuple[Begun, Failures] | None:
-        """Wait for the commit in flight (if any) to end and hand over its outcome; the slot is
-        free from here on. An exception of `finish` is raised here."""
-        task, begun = self._task, self._begun
-        if task is None or begun is None:
-            return None
-        try:
-            failed = await asyncio.shield(task)
-        finally:
-            if task.done():
-                self._task = self._begun = None
-        return begun, failed
+    async def take(self, *, ended_only: bool = False) -> list[tuple[Begun, Failures]]:
+        """Wait for the commits in flight (`ended_only`: only those that have ended) and hand over
+        their outcomes; their lanes are free from here on. An exception of a `finish` is raised
+        here (the outcomes of the other lanes wait for the next call)."""
+        out = []
+        for lane, (task, begun) in list(self._flight.items()):
+            if ended_only and not task.done():
+                continue
+            try:
+                failed = await asyncio.shield(task)
+            finally:
+                if task.done():
+                    self._flight.pop(lane, None)
+            out.append((begun, failed))
+        return out
 
     async def cancel(self) -> None:
-        """The session ends: the clients the commit waits on are being closed."""
-        task, self._task, self._begun = self._task, None, None
-        if task is not None:
+        """The session ends: the clients the commits wait on are being closed."""
+        flight, self._flight = self._flight, {}
+        for task, _ in flight.values():
             task.cancel()
+        for task, _ in flight.values():
             with contextlib.suppress(BaseException):
                 await task
 
@@ -153,24 +164,31 @@ class CommitterMixin(SidecarState):
         await self._commit_done(begun, failed)
 
     async def _commit_in_background(self, consumer: AIOKafkaConsumer) -> None:
-        """The periodic commit, from the loop (under its lock): begin it here, finish it beside."""
-        begun = self._begin_checkpoints(self.states)
-        if begun is None:
-            return
-        assert self._delivery is not None
-        await self._delivery.begin_commit(begun.todo)
-        self._committer.start(begun, self._delivery.finish_commit(consumer, begun.todo))
+        """The periodic commits that are due, from the loop (under its lock): each begins here and
+        finishes beside the loop. Exactly-once, each partition in its own lane (BackgroundCommit)."""
+        committer, now = self._committer, time.monotonic()
+        if self.config.exactly_once:
+            lanes = [({tp: st}, tp) for tp, st in self.states.items() if st.dirty and committer.due(now, tp)]
+        else:
+            lanes = [(self.states, None)] if committer.due(now) else []
+        for states, lane in lanes:
+            begun = self._begin_checkpoints(states)
+            if begun is None:
+                continue
+            assert self._delivery is not None
+            await self._delivery.begin_commit(begun.todo)
+            committer.start(begun, self._delivery.finish_commit(consumer, begun.todo), lane)
 
     async def _settle_commit(self) -> None:
-        """Apply the outcome of a commit that has finished (the loop, under its lock)."""
+        """Apply the outcomes of the commits that have ended (the loop, under its lock)."""
         if self._committer.finished():
-            await self._drain_commit()
+            for outcome in await self._committer.take(ended_only=True):
+                await self._commit_done(*outcome)
 
     async def _drain_commit(self) -> None:
-        """Wait for the commit in flight and apply its outcome. An error it raised (not a failure it
-        reports per partition) ends the session, as it did when the loop awaited it."""
-        outcome = await self._committer.take()
-        if outcome is not None:
+        """Wait for the commits in flight and apply their outcomes. An error one raised (not a
+        failure it reports per partition) ends the session, as it did when the loop awaited it."""
+        for outcome in await self._committer.take():
             await self._commit_done(*outcome)
 
     async def _commit_done(self, begun: Begun, failed: Failures) -> None:

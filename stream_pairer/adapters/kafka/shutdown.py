@@ -57,7 +57,7 @@ class ShutdownMixin(SidecarState):
             # The periodic commit in flight (committer.py): with the broker up it answers at once,
             # and giving it up would leave its partitions to be replayed by the next owner.
             if self._committer.busy:
-                if not await self._finished_in_time(self._committer.task):
+                if not await self._finished_in_time(self._committer.all_ended()):
                     self._abandon("the broker did not answer the last commit")
                     return
                 with contextlib.suppress(SidecarError, SessionEnded):  # its failures: said below

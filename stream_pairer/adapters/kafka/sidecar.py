@@ -376,8 +376,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin, Committer
                     if batch:
                         self.stages.observe("produce", time.monotonic() - flushing)
                 await self._settle_commit()  # the outcome of one that has finished (committer.py)
-                if self._committer.due(time.monotonic()):
-                    await self._commit_in_background(consumer)
+                await self._commit_in_background(consumer)  # those due
                 self._update_gauges(consumer)
             fetch_backoff.reset()
         await self._shutdown(consumer)
