@@ -1,9 +1,10 @@
 """The commit beside the consume loop (committer.py, issue 25), without a broker.
 
 What these pin: a slow commit does not hold up the loop (the next fetch, the next outputs), only one
-commit runs at a time per lane (exactly-once: per partition, independently of the others), and a commit waits for exactly the outputs of the records its checkpoint
-covers: it never commits an offset before they are acknowledged, and the outputs sent while it
-runs are neither waited for nor vouched for by it (their failure still rebuilds the partition).
+commit runs at a time per lane (exactly-once: per partition, independently of the others), and a
+commit waits for exactly the outputs of the records its checkpoint covers: it never commits an
+offset before they are acknowledged, and the outputs sent while it runs are neither waited for nor
+vouched for by it (their failure still rebuilds the partition).
 What a real broker does with it (conservation after kill -9, readiness, lag) is proved by the
 integration tests and the fault trials.
 """

@@ -130,13 +130,11 @@ class CommitterMixin(SidecarState):
 
     _committer: BackgroundCommit
 
-    def _begin_checkpoints(
-        self, states: dict[TopicPartition, PartitionState], *, force: bool = False
-    ) -> Begun | None:
-        """Each partition with something new (or all of `states` when forced): its checkpoint."""
+    def _begin_checkpoints(self, states: dict[TopicPartition, PartitionState]) -> Begun | None:
+        """Each partition with something new: its checkpoint."""
         todo: dict[TopicPartition, Checkpoint] = {}
         for tp, st in states.items():
-            if not (st.dirty or force):
+            if not st.dirty:
                 continue
             cp = st.checkpoint_record(self.config.group_id, new_token())  # a snapshot or a delta
             if cp is not None:
@@ -146,16 +144,10 @@ class CommitterMixin(SidecarState):
             return None
         return Begun(todo, {tp: states[tp] for tp in todo})
 
-    async def _commit(
-        self,
-        consumer: AIOKafkaConsumer,
-        states: dict[TopicPartition, PartitionState],
-        *,
-        force: bool = False,
-    ) -> None:
-        """Commit now and wait (revocation, shutdown): after the one in flight, if any."""
+    async def _commit(self, consumer: AIOKafkaConsumer, states: dict[TopicPartition, PartitionState]) -> None:
+        """Commit now and wait (revocation, shutdown): after those in flight, if any."""
         await self._drain_commit()
-        begun = self._begin_checkpoints(states, force=force)
+        begun = self._begin_checkpoints(states)
         if begun is None:
             return
         assert self._delivery is not None

@@ -77,13 +77,7 @@ class SidecarState:
     _said_abandoned: bool
     uncommitted: list[str]
 
-    async def _commit(
-        self,
-        consumer: AIOKafkaConsumer,
-        states: dict[TopicPartition, PartitionState],
-        *,
-        force: bool = False,
-    ) -> None:
+    async def _commit(self, consumer: AIOKafkaConsumer, states: dict[TopicPartition, PartitionState]) -> None:
         raise NotImplementedError
 
     async def _drain_commit(self) -> None:
