@@ -127,6 +127,14 @@ async def probe(
         await c.stop()
 
 
+def cpu_seconds(text: str) -> float:
+    """The sidecar's `process_cpu_seconds_total` from a /metrics page (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith("process_cpu_seconds_total "):
+            return float(line.split()[1])
+    return 0.0
+
+
 def stage_quantiles(text: str) -> dict[str, dict[str, float]]:
     """Per stage of `stream_pairer_stage_seconds`: p50/p99 in ms (upper bucket bounds)."""
     out: dict[str, dict[str, float]] = {}
@@ -164,6 +172,24 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def latencies(
+    got: list[tuple[float, int, bytes]], arrivals: dict[tuple[int, int], int]
+) -> tuple[list[float], list[float], list[tuple[int, int, float]]]:
+    """Per pair: arrival to ack, arrival to visible (ms), and (arrival, ack, visible) in time order."""
+    ack: list[float] = []
+    seen: list[float] = []
+    series: list[tuple[int, int, float]] = []  # (arrival ms, ack ms, visible ms): where the tail sits
+    for recv, ts, value in got:
+        src = orjson.loads(value)["result"]["source"]
+        t_in = arrivals.get((src["partition"], src["offset"]))
+        if t_in is None:
+            continue
+        ack.append(ts - t_in)
+        seen.append(recv * 1000 - t_in)
+        series.append((t_in, ts - t_in, round(recv * 1000 - t_in, 1)))
+    return ack, seen, series
+
+
 def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) -> dict[str, Any]:
     b = broker.bootstrap
     topic = f"bench-latency-{mode}-{uuid.uuid4().hex[:6]}"
@@ -198,6 +224,7 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
     try:
         wait_ready(port)
         load_before = common.loadavg()
+        cpu_before, wall_before = cpu_seconds(scrape(port)), time.monotonic()
         prod = kb.spawn(
             [
                 PY,
@@ -227,20 +254,17 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
         asyncio.run(go())
         load_after = common.loadavg()
         text = scrape(port)
+        # The sidecar's CPU share over the run: near 1.0 on its one pinned CPU, it is saturated
+        # (or starved by other tenants) and its latency is queueing, not any setting.
+        cpu_share = round((cpu_seconds(text) - cpu_before) / (time.monotonic() - wall_before), 2)
         hist = histogram_quantiles(text, "stream_pairer_emit_latency_seconds")
         stages = stage_quantiles(text)
     finally:
         kb.stop([side])
     arrivals = asyncio.run(append_times(b, topic))
-    ack: list[float] = []
-    seen: list[float] = []
-    for recv, ts, value in got:
-        src = orjson.loads(value)["result"]["source"]
-        t_in = arrivals.get((src["partition"], src["offset"]))
-        if t_in is None:
-            continue
-        ack.append(ts - t_in)
-        seen.append(recv * 1000 - t_in)
+    ack, seen, series = latencies(got, arrivals)
+    if args.dump:
+        Path(args.dump).write_bytes(orjson.dumps({"mode": mode, "rate": rate, "series": sorted(series)}))
     # The first seconds include the warm-up burst and group join; measure the steady part.
     skip = int(len(ack) * args.skip)
     ack, seen = ack[skip:], seen[skip:]
@@ -257,6 +281,7 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
         "ack_mean_ms": round(statistics.fmean(ack), 1),
         "sidecar_histogram_s": hist,
         "stages_ms": stages,
+        "sidecar_cpu_share": cpu_share,
         "sidecar_cpus": args.sidecar_cpus,
         "harness_cpus": args.harness_cpus,
         "sidecar_args": args.sidecar_args,
@@ -269,7 +294,7 @@ def run_mode(broker: kb.Broker, mode: str, rate: int, args: argparse.Namespace) 
         f"{mode}: rate {rate}/s, {len(ack)} pairs: arrival->ack p50 {row['ack_p50_ms']} ms, p99 "
         f"{row['ack_p99_ms']} ms (max {row['ack_max_ms']}); arrival->visible (read_committed) p50 "
         f"{row['visible_p50_ms']} ms, p99 {row['visible_p99_ms']} ms; sidecar histogram {hist}; "
-        f"load {load_before} -> {load_after}",
+        f"sidecar CPU {cpu_share:.0%}; load {load_before} -> {load_after}",
         flush=True,
     )
     print(
@@ -298,6 +323,7 @@ def main() -> int:
         default=",".join(map(str, cpus[1:])) or str(cpus[0]),
         help="CPUs of this script, the producer, the probe and the broker it starts ('' = no pinning)",
     )
+    p.add_argument("--dump", help="write each pair's (arrival, ack, visible) ms to this JSON file")
     p.add_argument("--sidecar-args", nargs=argparse.REMAINDER, default=[], help="extra `run` options")
     args = p.parse_args()
     if args.harness_cpus:

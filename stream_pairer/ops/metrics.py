@@ -79,7 +79,7 @@ TOOL_LATENCY_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 )  # fmt: skip
 # Wall time from a result's arrival to the commit that made its output durable: up to the commit
-# interval (1 s at-least-once, 0.1 s exactly-once by default) normally, seconds when backed up.
+# interval (1 s at-least-once, 0.05 s exactly-once by default) normally, seconds when backed up.
 EMIT_LATENCY_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip

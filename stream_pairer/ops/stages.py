@@ -11,8 +11,9 @@ consume loop observes each stage of each fetch:
 * `linger`: from the fetch to the moment its outputs are handed to the producer (the rest of the
   loop turn: other partitions, the tick);
 * `produce`: handing the outputs to the client (`send`/`flush`, not waiting for the broker);
-* `commit`: one commit step (at-least-once: waiting for the acknowledgements, the checkpoint and
-  the offset commit; exactly-once: the whole transaction), every `--commit-interval`.
+* `commit`: one commit, from its start in the loop to its outcome (at-least-once: the
+  acknowledgements, the checkpoint and the offset commit; exactly-once: the whole transaction). It
+  runs beside the loop (adapters/kafka/committer.py), so it no longer adds to the other stages.
 
 bench/latency.py prints their quantiles beside the end-to-end ones.
 """

@@ -98,30 +98,3 @@ class TickSchedule:
 
     def remaining(self, now_s: float) -> float:
         return max(self.next_s - now_s, 0.0)
-
-
-class CommitCadence(TickSchedule):
-    """When the next commit is due: every `interval_s`, stretched while commits are slow.
-
-    A commit blocks the consume loop for as long as it takes (exactly-once: a transaction's round
-    trips per partition, a few tens of milliseconds that grow with the machine's load). At a fixed
-    100 ms the loop can then spend most of its time committing and little processing. So after a
-    commit that took `d` seconds, the next one is due `max(interval_s, ratio * d)` after it ended,
-    at most `max_s`: commits take at most 1/(ratio + 1) of the loop's time (a fifth by default)
-    while they are slow, and the cadence comes back to `interval_s` as soon as they are fast again.
-    The stretch is capped at `max(interval_s, stretch_cap_s)` (1 s by default: at-least-once's
-    default interval is never stretched, exactly-once's 100 ms at most tenfold), so outputs still
-    become visible to read_committed readers within about a second."""
-
-    def __init__(
-        self, interval_s: float, now_s: float, *, ratio: float = 4.0, stretch_cap_s: float = 1.0
-    ) -> None:
-        super().__init__(interval_s, now_s)
-        self.ratio = ratio
-        self.max_s = max(interval_s, stretch_cap_s)
-
-    def committed(self, started_s: float, ended_s: float) -> None:
-        """A commit ran from `started_s` to `ended_s`: the next one is due one (stretched) interval
-        after it ended, never sooner than the plain schedule would have it."""
-        wait = min(max(self.interval_s, self.ratio * (ended_s - started_s)), self.max_s)
-        self.next_s = max(self.next_s, ended_s + wait)

@@ -131,7 +131,7 @@ def test_run_options_come_from_flags_or_environment(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("STREAM_PAIRER_HTTP_PORT", "0")
     cfg = config_from_args(build_parser().parse_args(["run"]))
     assert (cfg.bootstrap_servers, cfg.input_topics, cfg.group_id) == ("h:1", ("a", "b"), "g")
-    assert cfg.exactly_once and cfg.http_port == 0 and cfg.commit_every_s == 0.1
+    assert cfg.exactly_once and cfg.http_port == 0 and cfg.commit_every_s == 0.05
     flags = ["run", "--input-topic", "c", "--bootstrap-servers", "x:2", "--commit-interval", "0", "--no-http"]
     cfg = config_from_args(build_parser().parse_args(flags))
     assert (cfg.bootstrap_servers, cfg.input_topics) == ("x:2", ("c",))  # a flag wins over the environment

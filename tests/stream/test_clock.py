@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_pairer.stream.clock import NEG_INF, CommitCadence, ProcessingClock, TickSchedule
+from stream_pairer.stream.clock import NEG_INF, ProcessingClock, TickSchedule
 
 
 def test_a_fresh_partition_starts_at_the_wall_clock_and_counts_from_its_first_caught_up_tick() -> None:
@@ -74,36 +74,3 @@ def test_a_broker_outage_does_not_count_as_silence() -> None:
     assert c.tick(62_000.0, caught_up=True, seen_end_ms=62_000.0, max_blind_ms=3_000.0) == 3_000.0
     # A normal gap between ticks (under max_blind_ms) counts in full.
     assert c.tick(64_500.0, caught_up=True, seen_end_ms=64_500.0, max_blind_ms=3_000.0) == 5_500.0
-
-
-def test_commit_cadence_keeps_the_interval_while_commits_are_fast() -> None:
-    s = CommitCadence(0.1, now_s=0.0)
-    assert s.due(0.1)
-    s.committed(0.1, 0.11)  # 10 ms: 4 x 10 ms is under the interval
-    assert not s.due(0.2)
-    assert s.due(0.21 + 1e-9)  # one interval after the commit ended
-
-
-def test_commit_cadence_stretches_after_a_slow_commit_and_comes_back() -> None:
-    s = CommitCadence(0.1, now_s=0.0)
-    assert s.due(0.1)
-    s.committed(0.1, 0.2)  # 100 ms: commits must not take more than a fifth of the loop
-    assert not s.due(0.59)
-    assert s.due(0.6 + 1e-9)  # 4 x 100 ms after it ended
-    s.committed(0.6, 0.61)  # fast again: back to the plain interval at once
-    assert not s.due(0.7)
-    assert s.due(0.71 + 1e-9)
-
-
-def test_commit_cadence_stretch_is_capped() -> None:
-    s = CommitCadence(0.1, now_s=0.0)
-    assert s.due(0.1)
-    s.committed(0.1, 3.1)  # a 3 s commit (an outage): the next still comes 1 s later, not 12 s
-    assert not s.due(4.09)
-    assert s.due(4.1 + 1e-9)
-    # An interval of a second or more (at-least-once's default) is never stretched.
-    alo = CommitCadence(1.0, now_s=0.0)
-    assert alo.due(1.0)
-    alo.committed(1.0, 1.5)
-    assert not alo.due(2.49)
-    assert alo.due(2.5 + 1e-9)

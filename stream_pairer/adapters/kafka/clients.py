@@ -21,6 +21,12 @@ MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
 # What a record batch adds around one record's key and value (batch header 61 B, record header
 # and varints, our lineage headers): a record is fitted to `max.message.bytes` minus this.
 RECORD_OVERHEAD_BYTES = 1024
+# A transactional producer's wait before retrying a coordinator request (aiokafka: 100 ms). The broker
+# answers CONCURRENT_TRANSACTIONS to AddPartitionsToTxn / AddOffsetsToTxn while the previous
+# transaction's markers are still being written, which with a commit every 50 ms is routine, not a
+# fault: each one cost a transaction 100 ms, a tenth of them before (BENCHMARKS.md, issue 25 "cut").
+# --producer-config retry_backoff_ms=N wins.
+TXN_RETRY_BACKOFF_MS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +59,10 @@ def make_producer(settings: KafkaSettings, transactional_id: str | None = None) 
     # Outputs are fitted by delivery.fit_output; a checkpoint may be larger (its topic allows it). A
     # single record larger than the batch size still goes out, alone in its batch.
     max_request_size = max(settings.max_output_bytes, MAX_CHECKPOINT_BYTES) + 64 * 1024
+    extra: dict[str, Any] = {}
+    if transactional_id is not None:
+        extra["retry_backoff_ms"] = TXN_RETRY_BACKOFF_MS
+    extra.update(settings.producer_extra)
     return AIOKafkaProducer(
         client_id=f"{settings.client_id}-producer",
         acks="all",
@@ -62,7 +72,7 @@ def make_producer(settings: KafkaSettings, transactional_id: str | None = None) 
         max_batch_size=min(settings.max_batch_bytes, max_request_size),
         max_request_size=max_request_size,
         **settings.common(),
-        **settings.producer_extra,
+        **extra,
     )
 
 

@@ -210,6 +210,9 @@ class Delivery:
         self._acked_offsets: dict[tuple[Any, str, int], int] = {}
         self.recreated: set[str] = set()  # output topics seen deleted and re-created (see _acked)
         self._pending: dict[TopicPartition, _Pending] = {}
+        # Outputs a commit in flight waits for (detached by `begin_commit`): the sends made while it
+        # runs start a new _Pending, so its answer never vouches for outputs it did not wait for.
+        self._committing: dict[TopicPartition, _Pending] = {}
         self._partitioner = KeyPartitioner()
         self.watch = OutputWatch()  # the sidecar's own, kept across sessions, replaces it (acks.py)
 
@@ -223,11 +226,14 @@ class Delivery:
         """Age of the oldest output not yet acknowledged (0 when all are): a sidecar that cannot get
         its outputs acknowledged is not ready, whatever its consumer does."""
         now = time.monotonic()
-        ages = [now - p.since for p in self._pending.values() if p.since is not None]
+        ages = [now - p.since for p in self._tracked() if p.since is not None]
         return max(ages, default=0.0)
 
     def unacked(self) -> int:
-        return sum(p.outstanding for p in self._pending.values())
+        return sum(p.outstanding for p in self._tracked())
+
+    def _tracked(self) -> list[_Pending]:
+        return [*self._pending.values(), *self._committing.values()]
 
     def refused(self) -> dict[TopicPartition, SidecarError]:
         """Partitions with a send the broker refused since their last commit, found as the answer
@@ -247,6 +253,7 @@ class Delivery:
 
     async def close_partition(self, tp: TopicPartition) -> None:
         self._pending.pop(tp, None)
+        self._committing.pop(tp, None)
 
     async def send(self, tp: TopicPartition, items: list[Emitted], arrival: float | None) -> None:
         raise NotImplementedError
@@ -254,13 +261,27 @@ class Delivery:
     async def commit(
         self, consumer: AIOKafkaConsumer, commits: dict[TopicPartition, Checkpoint]
     ) -> dict[TopicPartition, SidecarError]:
-        """Make the partitions' outputs durable and commit their offsets; return the failures."""
+        """Make the partitions' outputs durable and commit their offsets; return the failures.
+        Both halves at once (revocation, shutdown); the consume loop runs them apart (committer.py)."""
+        await self.begin_commit(commits)
+        return await self.finish_commit(consumer, commits)
+
+    async def begin_commit(self, commits: dict[TopicPartition, Checkpoint]) -> None:
+        """The part of a commit that must happen in the consume loop, at the moment the
+        checkpoints were taken: every output of the records they cover is handed to the client and
+        set apart as what this commit waits for (later outputs are not its to wait for)."""
         raise NotImplementedError
 
-    def _observe(self, tp: TopicPartition) -> None:
-        """The partition's outputs are durable: count them (one grouped update) and their emit
+    async def finish_commit(
+        self, consumer: AIOKafkaConsumer, commits: dict[TopicPartition, Checkpoint]
+    ) -> dict[TopicPartition, SidecarError]:
+        """The waiting part (acknowledgements, checkpoint, offsets), which may run beside the loop
+        (committer.py); one at a time, after `begin_commit` of the same partitions."""
+        raise NotImplementedError
+
+    def _observe(self, pending: _Pending | None) -> None:
+        """A partition's outputs are durable: count them (one grouped update) and their emit
         latency (one weighted observation per fetch: the outputs of one fetch share its arrival)."""
-        pending = self._pending.pop(tp, None)
         if pending is None:
             return
         now = time.monotonic()
@@ -455,15 +476,21 @@ class AtLeastOnce(Delivery):
             self.metrics.observe_produce_error()
             raise _failure(err, f"deliver {tp_key(tp)}") from err
 
-    async def commit(
+    async def begin_commit(self, commits: dict[TopicPartition, Checkpoint]) -> None:
+        await self.flush()
+        for tp in commits:
+            pending = self._pending.pop(tp, None)
+            if pending is not None:
+                self._committing[tp] = pending
+
+    async def finish_commit(
         self, consumer: AIOKafkaConsumer, commits: dict[TopicPartition, Checkpoint]
     ) -> dict[TopicPartition, SidecarError]:
         assert self._producer is not None
-        await self.flush()
         failed: dict[TopicPartition, SidecarError] = {}
 
         async def durable(tp: TopicPartition, cp: Checkpoint) -> None:
-            pending = self._pending.get(tp)
+            pending = self._committing.get(tp)
             try:
                 if pending is not None and pending.futures:
                     await asyncio.gather(*pending.futures)
@@ -472,15 +499,15 @@ class AtLeastOnce(Delivery):
                 await (await self._producer.send(dest.topic, value, key=key, partition=dest.partition))
             except Exception as err:
                 self.metrics.observe_produce_error()
-                self._pending.pop(tp, None)
+                self._committing.pop(tp, None)
                 failed[tp] = _failure(err, f"deliver {tp_key(tp)}")
 
         await asyncio.gather(*(durable(tp, cp) for tp, cp in commits.items()))
         offsets = {
             tp: OffsetAndMetadata(cp.committed, cp.metadata) for tp, cp in commits.items() if tp not in failed
         }
-        for tp in offsets:
-            self._observe(tp)  # acknowledged (acks=all): emitted, whatever the commit does next
+        for tp in offsets:  # acknowledged (acks=all): emitted, whatever the commit does next
+            self._observe(self._committing.pop(tp, None))
         if offsets:
             try:
                 await consumer.commit(offsets)

@@ -71,6 +71,7 @@ class PartitionsMixin(SidecarState):
         """Rebuild a partition from its last commit, after a backoff that grows with every failure
         until a commit succeeds (kept across session restarts): what was not made durable is
         produced again, but a partition that cannot deliver does not replay in a tight loop."""
+        await self._drain_commit()  # never closed under a commit of its own (committer.py)
         backoff = self._partition_backoff.get(tp)
         if backoff is None:
             backoff = self._partition_backoff[tp] = Backoff(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -19,12 +19,13 @@ from stream_pairer.adapters.kafka.checkpoints import CheckpointStore
 from stream_pairer.adapters.kafka.clients import KafkaSettings
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.logs import StateLog
-from stream_pairer.errors import SessionEnded
+from stream_pairer.errors import SessionEnded, SidecarError
 from stream_pairer.ops.metrics import Metrics
 from stream_pairer.stream.checkpoint import Checkpoint
 from stream_pairer.stream.partition import Emitted, PartitionState
 
 if TYPE_CHECKING:
+    from stream_pairer.adapters.kafka.committer import BackgroundCommit
     from stream_pairer.adapters.kafka.config import SidecarConfig
 
 
@@ -72,18 +73,17 @@ class SidecarState:
     _rekey_backoff: Backoff
     _output_topics: list[str]
     _stop_deadline: float | None
-    _commit_abandoned: bool
-    _abandoned_commit: asyncio.Future[Any] | None
+    _committer: BackgroundCommit  # the commit beside the loop (committer.py)
     _said_abandoned: bool
     uncommitted: list[str]
 
-    async def _commit(
-        self,
-        consumer: AIOKafkaConsumer,
-        states: dict[TopicPartition, PartitionState],
-        *,
-        force: bool = False,
-    ) -> None:
+    async def _commit(self, consumer: AIOKafkaConsumer, states: dict[TopicPartition, PartitionState]) -> None:
+        raise NotImplementedError
+
+    async def _drain_commit(self) -> None:
+        raise NotImplementedError
+
+    async def _reset(self, tp: TopicPartition, err: SidecarError) -> None:
         raise NotImplementedError
 
     async def _send(self, tp: TopicPartition, items: list[Emitted], arrival: float | None) -> None:

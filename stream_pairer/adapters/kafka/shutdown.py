@@ -33,7 +33,8 @@ class ShutdownMixin(SidecarState):
     def _abandon(self, why: str) -> None:
         """Say which partitions a stop leaves uncommitted (their outputs since the last commit are
         replayed by the next owner: at-least-once duplicates, or nothing in exactly-once)."""
-        pending = sorted(tp_key(tp) for tp, st in self.states.items() if st.dirty)
+        committing = self._committer.partitions()  # taken, not known committed
+        pending = sorted(tp_key(tp) for tp, st in self.states.items() if st.dirty or tp in committing)
         if self._said_abandoned and not pending:
             return  # already said (the clients' close is what ran late)
         self._said_abandoned = True
@@ -47,37 +48,20 @@ class ShutdownMixin(SidecarState):
         else:
             log.info("stopping: %s; nothing was left to commit", why)
 
-    async def _commit_unless_stopping(self, consumer: AIOKafkaConsumer) -> None:
-        """The periodic commit, given up (not cancelled) when a stop is asked: with the broker gone
-        it waits a request timeout for the sends' answers, and the loop must notice the stop.
-        The shutdown waits for a commit given up this way (within what is left of the timeout)
-        before its own final commit: with the broker up it answers at once, and giving it up would
-        leave the partitions uncommitted (the next owner would replay them: duplicates)."""
-        task = asyncio.ensure_future(self._commit(consumer, self.states))
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if task.done():
-            task.result()
-            return
-        self._commit_abandoned = True
-        self._abandoned_commit = task
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # ends with the clients
-
     async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
         """SIGTERM path: finish, (optionally flush), make durable, commit; then leave the group. The
         commit gets the time left before --shutdown-timeout less what closing the clients needs:
         with the broker down it cannot succeed, and the process must still exit in time."""
         async with self._lock:
             dirty = sum(1 for st in self.states.values() if st.dirty)
-            if self._commit_abandoned:
-                if not await self._finished_in_time(self._abandoned_commit):
+            # The periodic commit in flight (committer.py): with the broker up it answers at once,
+            # and giving it up would leave its partitions to be replayed by the next owner.
+            if self._committer.busy:
+                if not await self._finished_in_time(self._committer.all_ended()):
                     self._abandon("the broker did not answer the last commit")
                     return
-                self._commit_abandoned = False
-                self._abandoned_commit = None
+                with contextlib.suppress(SidecarError, SessionEnded):  # its failures: said below
+                    await self._drain_commit()
             try:
                 await asyncio.wait_for(self._flush_and_commit(consumer), self._remaining(reserve_s=2.0))
             except (
@@ -116,6 +100,7 @@ class ShutdownMixin(SidecarState):
 
     async def _close_session(self) -> None:
         """Release every client; unflushed state is dropped (it is rebuilt by replay)."""
+        await self._committer.cancel()  # a commit in flight waits on the clients closed below
         for tp, st in list(self.states.items()):
             st.discard()
             self.metrics.forget_partition(tp.topic, tp.partition)

@@ -44,8 +44,8 @@ from stream_pairer.adapters.kafka.clients import (
     KafkaSettings,
     make_admin,
     make_consumer,
-    tp_key,
 )
+from stream_pairer.adapters.kafka.committer import BackgroundCommit, CommitterMixin
 from stream_pairer.adapters.kafka.config import SidecarConfig
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.errors import classify
@@ -62,7 +62,6 @@ from stream_pairer.adapters.kafka.topics import (
 )
 from stream_pairer.errors import (
     BrokerUnavailable,
-    CommitFailed,
     ConfigError,
     Fenced,
     OutputTooLarge,
@@ -71,8 +70,8 @@ from stream_pairer.errors import (
 from stream_pairer.ops.heap import HeapTrimmer
 from stream_pairer.ops.http import HttpServer
 from stream_pairer.ops.metrics import Metrics
-from stream_pairer.stream.checkpoint import Checkpoint, new_token
-from stream_pairer.stream.clock import CommitCadence, TickSchedule
+from stream_pairer.stream.checkpoint import Checkpoint
+from stream_pairer.stream.clock import TickSchedule
 from stream_pairer.stream.partition import Emitted, PartitionState
 
 __all__ = ["Sidecar", "SidecarConfig"]
@@ -80,7 +79,7 @@ __all__ = ["Sidecar", "SidecarConfig"]
 log = logging.getLogger("stream_pairer.adapters.kafka.sidecar")
 
 
-class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
+class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin, CommitterMixin):
     """The streaming service, usable in-process (`await start()` / `await stop()`, both idempotent)
     and from `stream-pairer run`."""
 
@@ -140,8 +139,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         self.clean_exit = False
         self.refused: str | None = None  # why the last session refused to start (bad topic settings)
         self.uncommitted: list[str] = []
-        self._commit_abandoned = False
-        self._abandoned_commit: asyncio.Future[Any] | None = None
+        self._committer = BackgroundCommit(config.commit_every_s, time.monotonic())  # committer.py
         self._said_abandoned = False  # partitions a stop could not commit (said in the log too)
         with contextlib.suppress(ValueError):  # standard process_* metrics, once per registry
             ProcessCollector(registry=self.metrics.registry)
@@ -336,9 +334,8 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
         now_s = time.monotonic()
         ticks = TickSchedule(cfg.tick_interval_s, now_s)
         heap = HeapTrimmer(cfg.heap_trim_interval_s, now_s)  # RSS not crept up by fragmentation
-        # Every --commit-interval, stretched while commits are slow (CommitCadence: at most a fifth
-        # of the loop spent committing, at most 1 s between commits).
-        commits = CommitCadence(cfg.commit_every_s, now_s) if cfg.commit_every_s > 0 else None
+        # Every --commit-interval, beside the loop, one at a time (committer.py).
+        self._committer = BackgroundCommit(cfg.commit_every_s, now_s)
         poll_ms = int(cfg.poll_timeout_s * 1000)
         while not self._stopping.is_set():
             self._last_loop_s = time.monotonic()
@@ -378,11 +375,8 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
                     await self._delivery.flush()  # this turn's output batches (delivery.py)
                     if batch:
                         self.stages.observe("produce", time.monotonic() - flushing)
-                if commits is None or commits.due(started := time.monotonic()):
-                    await self._commit_unless_stopping(consumer)
-                    self.stages.observe("commit", time.monotonic() - started)
-                    if commits is not None:
-                        commits.committed(started, time.monotonic())
+                await self._settle_commit()  # the outcome of one that has finished (committer.py)
+                await self._commit_in_background(consumer)  # those due
                 self._update_gauges(consumer)
             fetch_backoff.reset()
         await self._shutdown(consumer)
@@ -439,55 +433,3 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin):
             caught_up = end is not None and seen is not None and position >= end
             items = st.tick(wall_ms, caught_up=caught_up, seen_end_ms=seen, max_blind_ms=max_blind_ms)
             await self._send(tp, items, None)
-
-    async def _commit(
-        self,
-        consumer: AIOKafkaConsumer,
-        states: dict[TopicPartition, PartitionState],
-        *,
-        force: bool = False,
-    ) -> None:
-        """Commit every partition with something new (or all of `states` when forced)."""
-        assert self._delivery is not None
-        todo: dict[TopicPartition, Checkpoint] = {}
-        for tp, st in states.items():
-            if not (st.dirty or force):
-                continue
-            cp = st.checkpoint_record(self.config.group_id, new_token())  # a snapshot or a delta
-            if cp is not None:
-                todo[tp] = cp
-        if not todo:
-            return
-        failed = await self._delivery.commit(consumer, todo)
-        for tp, cp in todo.items():
-            err = failed.get(tp)
-            if err is None:
-                self._last_commit[tp] = cp
-                self._committed[tp] = cp.committed
-                self._outputs_watch.partition_delivered(tp_key(tp))
-                done = states.get(tp)
-                if done is not None:
-                    done.dirty = False
-                backoff = self._partition_backoff.pop(tp, None)
-                if backoff is not None:
-                    self.states_log.change(
-                        f"partition {tp_key(tp)}", "ok", "delivering again", attempts=backoff.attempt
-                    )
-                self._session_backoff.reset()  # progress: the next session failure starts from attempt 1
-                continue
-            failed_state = states.get(tp)
-            if failed_state is not None and (self.config.exactly_once or not isinstance(err, CommitFailed)):
-                # The record may be unreadable (a failed send, an aborted transaction): the next
-                # one is a snapshot. At-least-once CommitFailed: it was acknowledged, the chain goes on.
-                failed_state.checkpoint_failed()
-            if isinstance(err, Fenced):
-                raise SessionEnded(str(err))
-            if not self.config.exactly_once and isinstance(err, CommitFailed):
-                # At-least-once: outputs are acknowledged, only the offset commit failed; no replay needed.
-                log.warning(
-                    "offset commit of %s failed (outputs delivered; next commit retries): %s", tp_key(tp), err
-                )
-            else:
-                if isinstance(err, OutputTooLarge):
-                    await self._refresh_limits()
-                await self._reset(tp, err)

@@ -56,13 +56,21 @@ class ExactlyOnce(Delivery):
         # Per input partition, the batches of its open transaction not sent yet (sent by its commit,
         # or as soon as one is full): one batch per output partition per transaction.
         self._held: dict[TopicPartition, dict[tuple[str, int], _Open]] = {}
+        # Partitions whose transaction is being committed beside the consume loop (committer.py),
+        # and the outputs emitted meanwhile: they belong to the next transaction, so they wait here
+        # (not even a full batch may go out: it would join the transaction being committed, whose
+        # offset does not cover them, and a replay after a crash would write them twice).
+        self._committing_txn: set[TopicPartition] = set()
+        self._deferred: dict[TopicPartition, list[tuple[list[Emitted], float | None]]] = {}
+        self._unheld: dict[TopicPartition, Exception] = {}  # deferred outputs that could not join
 
     def transactional_id(self, tp: TopicPartition) -> str:
         return f"{self.prefix}.{self.group}.{tp.topic}.{tp.partition}"
 
     def held(self, tp: TopicPartition) -> int:
         """Outputs of the partition's open transaction not handed to the client yet."""
-        return sum(b.builder.record_count() for b in self._held.get(tp, {}).values())
+        held: int = sum(b.builder.record_count() for b in self._held.get(tp, {}).values())
+        return held + sum(len(items) for items, _ in self._deferred.get(tp, ()))
 
     def _producer_of(self, tp: TopicPartition) -> Any:
         return tp  # each input partition has its own producer
@@ -85,6 +93,9 @@ class ExactlyOnce(Delivery):
     async def close_partition(self, tp: TopicPartition) -> None:
         await super().close_partition(tp)
         self._held.pop(tp, None)  # never sent: the partition's rebuild produces them again
+        self._deferred.pop(tp, None)
+        self._unheld.pop(tp, None)
+        self._committing_txn.discard(tp)
         producer = self._producers.pop(tp, None)
         if producer is None:
             return
@@ -106,23 +117,55 @@ class ExactlyOnce(Delivery):
         """Add the outputs to the partition's held batches (a full batch is sent at once)."""
         if not items:
             return
+        if tp in self._committing_txn:
+            self._deferred.setdefault(tp, []).append((items, arrival))
+            return
         try:
-            producer = await self._begin(tp)
-            held = self._held.get(tp)
-            if held is None:
-                held = self._held[tp] = {}
-            await self._append(producer, tp, items, arrival, held)
+            await self._hold(tp, items, arrival)
         except Exception as err:
             self.metrics.observe_produce_error()
             raise _failure(err, f"deliver {tp_key(tp)}") from err
 
-    async def commit(
+    async def _hold(self, tp: TopicPartition, items: list[Emitted], arrival: float | None) -> None:
+        """Into the open transaction: first what was deferred while the last one committed."""
+        producer = await self._begin(tp)
+        held = self._held.get(tp)
+        if held is None:
+            held = self._held[tp] = {}
+        for earlier, when in self._deferred.pop(tp, ()):
+            await self._append(producer, tp, earlier, when, held)
+        if items:
+            await self._append(producer, tp, items, arrival, held)
+
+    async def begin_commit(self, commits: dict[TopicPartition, Checkpoint]) -> None:
+        """Deferred outputs join the transaction about to commit (its checkpoint covers them); from
+        now until it ends, new outputs of these partitions are deferred."""
+        for tp in commits:
+            if tp in self._deferred:
+                try:
+                    await self._hold(tp, [], None)
+                except Exception as err:  # outputs its checkpoint covers are missing: it must fail
+                    self._unheld[tp] = err
+            self._committing_txn.add(tp)
+
+    async def finish_commit(
         self, consumer: AIOKafkaConsumer, commits: dict[TopicPartition, Checkpoint]
+    ) -> dict[TopicPartition, SidecarError]:
+        try:
+            return await self._commit_all(commits)
+        finally:
+            self._committing_txn.difference_update(commits)
+
+    async def _commit_all(
+        self, commits: dict[TopicPartition, Checkpoint]
     ) -> dict[TopicPartition, SidecarError]:
         failed: dict[TopicPartition, SidecarError] = {}
 
         async def one(tp: TopicPartition, cp: Checkpoint) -> None:
             try:
+                unheld = self._unheld.pop(tp, None)
+                if unheld is not None:
+                    raise unheld
                 producer = await self._begin(tp)
                 await self._ship_all(producer, self._held.pop(tp, {}))
                 dest, key, value = self.checkpoints.record(cp)
@@ -147,7 +190,7 @@ class ExactlyOnce(Delivery):
                 self._held.pop(tp, None)
                 await self._abort(tp)
                 return
-            self._observe(tp)
+            self._observe(self._pending.pop(tp, None))
 
         await asyncio.gather(*(one(tp, cp) for tp, cp in commits.items()))
         return failed

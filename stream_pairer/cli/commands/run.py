@@ -162,8 +162,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=_default("commit_interval_s"),
         help=(
-            "seconds between commits (default: 1 at-least-once, 0.1 exactly-once; 0 = every batch); "
-            "stretched to 4x the duration of a slow commit, at most 1 s"
+            "seconds between the starts of two commits (default: 1 at-least-once, 0.05 exactly-once; "
+            "0 = as soon as the previous one ends); commits run beside the consume loop, one at a time"
         ),
     )
     add_option(
