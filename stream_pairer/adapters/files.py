@@ -311,7 +311,11 @@ class FileRecords:
                 yield self._item(i + 1, f"interactions[{i}]", item, None)
         except ValueError as err:
             source: Source = {"file": self.label, "line": 1, "item": "(cassette)"}
-            yield source, Oversize(len(head), head[:OVERSIZE_HEAD], "invalid_json", str(err)), self._key(None)
+            yield (
+                source,
+                Oversize(len(head), head[:OVERSIZE_HEAD], DeadLetterReason.INVALID_JSON.value, str(err)),
+                self._key(None),
+            )
 
     def _key(self, doc_key: str | None) -> str:
         return self.forced or self.session or doc_key or self.label
@@ -406,13 +410,17 @@ class FileRecords:
             dropped, self._cap.dropped = self._cap.dropped, 0
         if isinstance(item, bounded_json.Refused):
             detail = item.detail.replace(f"at least {item.size} ", f"at least {item.size + dropped} ")
-            return source, Oversize(item.size + dropped, b"", "too_large", detail), self._key(doc_key)
+            return (
+                source,
+                Oversize(item.size + dropped, b"", DeadLetterReason.TOO_LARGE.value, detail),
+                self._key(doc_key),
+            )
         try:
             raw = orjson.dumps(item)
         except orjson.JSONEncodeError as err:  # e.g. an integer past 64 bits: not a record
             return (
                 source,
-                Oversize(0, b"", "invalid_json", f"the item cannot be encoded: {err}"),
+                Oversize(0, b"", DeadLetterReason.INVALID_JSON.value, f"the item cannot be encoded: {err}"),
                 self._key(doc_key),
             )
         if self.max_bytes is not None and len(raw) > self.max_bytes:

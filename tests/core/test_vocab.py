@@ -83,14 +83,14 @@ def test_typed_dicts_state_the_schema_fields(typed: Any, schema_name: str) -> No
 
 
 def test_every_dead_letter_reason_the_readers_raise_is_in_the_vocabulary() -> None:
-    """Reasons are written as literals where `FormatError` is raised (the readers stay readable);
-    this ties each of them to the enum, so a new one cannot reach the output unpublished."""
+    """Reasons are named through the enum where `FormatError` is raised (no module spells one as
+    text: test_vocab_source.py), so a new one cannot reach the output unpublished."""
     raised: set[str] = set()
-    pattern = re.compile(r'FormatError\(\s*"([a-z_0-9]+)"')
+    pattern = re.compile(r"FormatError\(\s*DeadLetterReason\.([A-Z_0-9]+)")
     for path in (PACKAGE / "core").rglob("*.py"):
         raised.update(pattern.findall(path.read_text()))
-    assert {"too_large", "invalid_json", "wrong_type"} <= raised  # the scan finds the raise sites
-    assert raised <= set(DeadLetterReason)
+    assert {"TOO_LARGE", "INVALID_JSON", "WRONG_TYPE"} <= raised  # the scan finds the raise sites
+    assert raised <= set(DeadLetterReason.__members__)
 
 
 def test_orphan_reason_rebalance_is_gone() -> None:

@@ -152,3 +152,30 @@ def test_no_python_module_copies_a_vocabulary_set() -> None:
     # the scan sees the copy this test exists for
     found = list(_string_collections(ast.parse('T = Literal["tool_call", "tool_result"]')))
     assert (1, {"tool_call", "tool_result"}) in found and found[0][1] in sets
+
+
+def _reason_literals(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """String constants that spell a dead-letter reason, outside an `__all__` list (which names
+    functions, one of them `wrong_type`)."""
+    reasons = set(SETS["DeadLetterReason"])
+    exported: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            exported |= {id(c) for c in ast.walk(node.value)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in reasons and id(node) not in exported:
+            yield node.lineno, node.value
+
+
+def test_no_python_module_spells_a_dead_letter_reason() -> None:
+    """Readers and adapters name `DeadLetterReason` members: a reason spelled as text (22 of them
+    were, in 14 files) is a copy a rename would miss."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != PACKAGE / "core" / "vocab.py":
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            found += [f"{path.relative_to(PACKAGE)}:{n}: {v}" for n, v in _reason_literals(tree)]
+    assert found == []
+    # the scan sees the spelling this test exists for, and not an __all__ entry
+    probe = 'raise FormatError("wrong_type", "x")\n__all__ = ["wrong_type"]'
+    assert list(_reason_literals(ast.parse(probe))) == [(1, "wrong_type")]

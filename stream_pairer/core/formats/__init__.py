@@ -68,7 +68,7 @@ from stream_pairer.core.formats.common import (
     wrong_type,
 )
 from stream_pairer.core.model import CALL, RESULT, EventType, FormatError, Source, ToolEvent
-from stream_pairer.core.vocab import Format
+from stream_pairer.core.vocab import DeadLetterReason, Format
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -145,7 +145,8 @@ def parse_record(
     n = len(raw)
     if n > config.max_record_bytes:
         raise FormatError(
-            "too_large", f"the record is {n} bytes, more than the {config.max_record_bytes} byte limit"
+            DeadLetterReason.TOO_LARGE.value,
+            f"the record is {n} bytes, more than the {config.max_record_bytes} byte limit",
         )
     try:
         record = orjson.loads(raw)
@@ -155,12 +156,14 @@ def parse_record(
         parts: list[Part] = config.mapping.parts((raw[3:] if raw.startswith(_BOM) else raw).decode())
         record = record if type(record) is dict else {}
     elif type(record) is not dict:
-        raise FormatError("not_an_object", f"the record is {json_type(record)}, expected a JSON object")
+        raise FormatError(
+            DeadLetterReason.NOT_AN_OBJECT.value, f"the record is {json_type(record)}, expected a JSON object"
+        )
     else:
         try:
             parts = _dispatch(record, "", True)
         except FormatError as err:
-            if err.reason != "unknown_shape":
+            if err.reason != DeadLetterReason.UNKNOWN_SHAPE.value:
                 raise
             parts = discover.read(record, err.detail)  # no reader claims it (formats/discover.py)
     if not parts:
@@ -285,7 +288,8 @@ def _measure(what: str, value: str, limit: int) -> None:
     n = len(value.encode("utf-8", "surrogatepass"))
     if n > limit:
         raise FormatError(
-            "too_large", f"the {what} is {n} bytes, more than the {limit} byte limit (--max-id-bytes)"
+            DeadLetterReason.TOO_LARGE.value,
+            f"the {what} is {n} bytes, more than the {limit} byte limit (--max-id-bytes)",
         )
 
 
@@ -300,7 +304,7 @@ def _check_depth(parts: list[Part]) -> None:
         block = part[5]
         if block is not previous and too_deep(block):  # mcp_call's call and result share a block
             raise FormatError(
-                "too_large",
+                DeadLetterReason.TOO_LARGE.value,
                 f"the block of tool event {i} nests more than {MAX_DEPTH} levels of arrays and objects",
             )
         previous = block
@@ -325,14 +329,16 @@ def _retry_without_bom(raw: bytes, err: orjson.JSONDecodeError) -> Any:
         raw.decode("utf-8")
     except UnicodeDecodeError as uerr:
         raise FormatError(
-            "invalid_utf8",
+            DeadLetterReason.INVALID_UTF8.value,
             f"the record is not valid UTF-8: byte 0x{raw[uerr.start]:02x} at offset {uerr.start}",
         ) from None
     if not raw.strip():
-        raise FormatError("invalid_json", "the record is empty") from None
+        raise FormatError(DeadLetterReason.INVALID_JSON.value, "the record is empty") from None
     if "depth limit" in str(err):
-        raise FormatError("too_large", f"the record nests too deeply to be read: {err}") from None
-    raise FormatError("invalid_json", f"the record is not valid JSON: {err}") from None
+        raise FormatError(
+            DeadLetterReason.TOO_LARGE.value, f"the record nests too deeply to be read: {err}"
+        ) from None
+    raise FormatError(DeadLetterReason.INVALID_JSON.value, f"the record is not valid JSON: {err}") from None
 
 
 def _after_direction_prefix(raw: bytes) -> Any:
@@ -398,7 +404,7 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
         if type(t) is str and not (_MESSAGE_KEYS & d.keys()):
             if t in ANTHROPIC_STREAM_EVENTS:
                 raise FormatError(
-                    "unknown_shape",
+                    DeadLetterReason.UNKNOWN_SHAPE.value,
                     f"an Anthropic streaming event ({t}): tool input arrives in fragments; log the "
                     "assembled message instead",
                 )
@@ -467,7 +473,7 @@ def _message(m: dict[str, Any], prefix: str, anthropic_format: str) -> list[Part
 
         claimed = None if prefix else families.claim(m, _message, _dispatch)
         if claimed is None:
-            raise FormatError("unknown_shape", _unknown_detail(m, prefix))
+            raise FormatError(DeadLetterReason.UNKNOWN_SHAPE.value, _unknown_detail(m, prefix))
         return claimed
     if content is None:
         if type(role) is str and role in cohere.V1_ROLES:
@@ -517,7 +523,7 @@ def _choices(choices: object, prefix: str) -> list[Part]:
         out.extend(_message(msg, f"{prefix}choices[{i}].message.", "anthropic"))
     if streaming and not out:
         raise FormatError(
-            "unknown_shape",
+            DeadLetterReason.UNKNOWN_SHAPE.value,
             "a Chat Completions streaming chunk (choices[].delta): tool call arguments arrive in "
             "fragments; log the assembled message instead",
         )

@@ -15,7 +15,7 @@ from typing import Any, Final
 import orjson
 
 from stream_pairer.core.model import CALL, RESULT, EventType, FormatError
-from stream_pairer.core.vocab import DEFAULT_MAX_ID_BYTES, MAX_DEPTH, MAX_TS_MS, TS_FIELDS
+from stream_pairer.core.vocab import DEFAULT_MAX_ID_BYTES, MAX_DEPTH, MAX_TS_MS, TS_FIELDS, DeadLetterReason
 
 # One event as a parser sees it, before the record-level fields (conversation id, ts, source,
 # block, size) are known: (type, id, name, payload, is_error, raw block, format name).
@@ -159,12 +159,15 @@ def wrong_type(
     value: object, prefix: str, index: int | None, field: str | None, expected: str
 ) -> FormatError:
     return FormatError(
-        "wrong_type", f"{where(prefix, index, field)} is {json_type(value)}, expected {expected}"
+        DeadLetterReason.WRONG_TYPE.value,
+        f"{where(prefix, index, field)} is {json_type(value)}, expected {expected}",
     )
 
 
 def missing(prefix: str, index: int | None, field: str, what: str) -> FormatError:
-    return FormatError("missing_field", f"{where(prefix, index, field)} is missing: {what}")
+    return FormatError(
+        DeadLetterReason.MISSING_FIELD.value, f"{where(prefix, index, field)} is missing: {what}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,7 +273,7 @@ def conversation_id(record: dict[str, Any], config: FormatConfig, key: str | Non
         if type(value) is int:
             return str(value)
         raise FormatError(
-            "wrong_type",
+            DeadLetterReason.WRONG_TYPE.value,
             f"conversation id field '{'.'.join((first, *rest))}' is {json_type(value)}, "
             "expected a string or an integer",
         )
@@ -281,7 +284,7 @@ def conversation_id(record: dict[str, Any], config: FormatConfig, key: str | Non
     fields = ", ".join(config.conversation_fields)
     tail = "and the message key is blank" if key is not None else "and no message key was given"
     raise FormatError(
-        "missing_conversation_id",
+        DeadLetterReason.MISSING_CONVERSATION_ID.value,
         f"none of the conversation id fields ({fields}) holds a non-empty value, {tail}",
     )
 
@@ -319,7 +322,7 @@ def parse_ts(value: object, prefix: str, field: str) -> float:
         ms = _str_to_ms(value)
         if ms is None:
             raise FormatError(
-                "wrong_type",
+                DeadLetterReason.WRONG_TYPE.value,
                 f"{where(prefix, None, field)} is the string {_clip(value)!r}, "
                 "expected an RFC 3339 timestamp or epoch seconds/milliseconds",
             )
@@ -327,7 +330,7 @@ def parse_ts(value: object, prefix: str, field: str) -> float:
         raise wrong_type(value, prefix, None, field, "an RFC 3339 string or an epoch number")
     if not (0.0 <= ms < MAX_TS_MS):  # also rejects NaN
         raise FormatError(
-            "wrong_type",
+            DeadLetterReason.WRONG_TYPE.value,
             f"{where(prefix, None, field)} is {_clip(str(value))!r}, outside the years 1970..9999",
         )
     return ms

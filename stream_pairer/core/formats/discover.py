@@ -42,6 +42,7 @@ from stream_pairer.core.formats.common import (
     record_ts,
 )
 from stream_pairer.core.model import FormatError
+from stream_pairer.core.vocab import DeadLetterReason
 
 __all__ = ["DISCOVERED", "discover", "explain", "read"]
 
@@ -91,7 +92,7 @@ def read(record: dict[str, Any], detail: str | None) -> list[Part]:
         return parts
     from stream_pairer.core.formats.catalog import signatures  # noqa: PLC0415 - the error path only
 
-    raise FormatError("unknown_shape", explain(record, detail, idless, signatures()))
+    raise FormatError(DeadLetterReason.UNKNOWN_SHAPE.value, explain(record, detail, idless, signatures()))
 
 
 def discover(record: Any) -> tuple[list[Part], int]:

@@ -25,6 +25,7 @@ from stream_pairer.core.formats.common import (
     where,
     wrong_type,
 )
+from stream_pairer.core.vocab import DeadLetterReason
 
 
 def parse(m: dict[str, Any], prefix: str) -> list[Part]:
@@ -62,6 +63,6 @@ def parse(m: dict[str, Any], prefix: str) -> list[Part]:
     if "result" in m:
         return []
     raise FormatError(
-        "unknown_shape",
+        DeadLetterReason.UNKNOWN_SHAPE.value,
         f"{where(prefix, None, None)} is a JSON-RPC message with none of method, result, error",
     )
