@@ -75,8 +75,8 @@ async def test_batched_outputs_land_on_the_partitions_send_with_a_key_chooses(
         assert len(futures) < len(items) / 5  # batches, not a future per record ...
         assert len(futures) > 3 + 5  # ... and full batches were sent and new ones started
         assert {id(f) for f in p0.futures} & {id(f) for f in p1.futures}  # shared batches
-        delivery._observe(tp0)
-        delivery._observe(tp1)
+        delivery._observe(p0)
+        delivery._observe(p1)
     finally:
         await delivery.stop()
     twin = {pairs: twin_pairs, orphans: twin_orphans}
