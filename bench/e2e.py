@@ -63,6 +63,7 @@ def sidecar_args(args: argparse.Namespace) -> list[str]:
         str(max(100_000, 2 * args.conversations)),
         "--max-held-bytes",
         str(2 * 2**30),
+        *(["--max-records", str(args.sidecar_max_records)] if args.sidecar_max_records else []),
     ]
 
 
@@ -253,6 +254,9 @@ def main() -> int:
         "--single-process", action="store_true", help="with --scaling: one runner process whatever P"
     )
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument(
+        "--sidecar-max-records", type=int, help="the sidecar's --max-records (default: its own default)"
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for one run's outputs")
     p.add_argument("--metrics-port", type=int, default=19400)
     p.add_argument("--keep-topics", action="store_true")
