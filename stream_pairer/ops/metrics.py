@@ -45,6 +45,7 @@ from stream_pairer.core.vocab import (
     RecordKind,
 )
 from stream_pairer.ops.histograms import observe_many
+from stream_pairer.ops.reads import ReadTally
 from stream_pairer.ops.stages import StageMetrics
 
 # Closed label sets: the record vocabulary (core/vocab.py) as plain strings.
@@ -67,7 +68,6 @@ _DEAD_LETTER: Final = RecordKind.DEAD_LETTER.value
 OTHER_TOOL: Final = "other"  # folded tool names (past the cap, or outside the registry)
 UNKNOWN_TOOL: Final = "unknown"  # the record carried no tool name at all
 NONE_LABEL: Final = "none"  # a null field (fifo_by on an id match, no outcome)
-UNKNOWN_FORMAT: Final = "unknown"
 MAX_TOOL_NAME_CHARS: Final = 128
 # Distinct values of the `type` label of stream_pairer_records_unknown_type_total; the rest are
 # folded into OTHER (a producer writing a fresh type per record must not grow the series count).
@@ -115,6 +115,8 @@ class Metrics:
         self._tool_labels: dict[str | None, str] = {}
         self._distinct_tools = 0
         r = self.registry
+        # Registered first: its collection moves the reads counted since into the counters below.
+        self._reads = ReadTally(r, lambda: (self.records_read, self.events_read))
 
         # --- input ---
         self.records_read = Counter(
@@ -291,7 +293,6 @@ class Metrics:
         }
         self._eviction_children = {lim: self.evictions.labels(lim) for lim in EVICTION_LIMITS}
         self._dead_children: dict[str, Counter] = {}
-        self._read_children: dict[str | None, tuple[Counter, Counter, Counter]] = {}
         self._call_children: dict[str, Counter] = {}
         self._outcome_children: dict[tuple[str, str], Counter] = {}
         self._failure_children: dict[tuple[str, str], Counter] = {}
@@ -340,22 +341,10 @@ class Metrics:
         """One decoded input record holding `n_calls` tool calls and `n_results` tool results.
 
         Call it for every readable record, also for those with no events (then also call
-        `observe_skipped`); dead letters are counted from their output record instead.
-        """
-        children = self._read_children.get(fmt)
-        if children is None:
-            label = fmt or UNKNOWN_FORMAT
-            children = (
-                self.records_read.labels(label),
-                self.events_read.labels(label, EVENT_TYPES[0]),
-                self.events_read.labels(label, EVENT_TYPES[1]),
-            )
-            self._read_children[fmt] = children
-        children[0].inc()
-        if n_calls:
-            children[1].inc(n_calls)
-        if n_results:
-            children[2].inc(n_results)
+        `observe_skipped`); dead letters are counted from their output record instead. The core
+        calls it for every record: it adds to plain integers, which reach the counters when the
+        registry is collected (ops/reads.py)."""
+        self._reads.add(fmt, n_calls, n_results)
 
     def observe_skipped(self, record_type: str | None = None) -> None:
         """A readable record with no tool events (it produces no output record, by design);
