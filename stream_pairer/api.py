@@ -25,6 +25,7 @@ import orjson
 from stream_pairer.adapters.filefeed import OutputSink, feed_file
 from stream_pairer.adapters.files import FileRecords
 from stream_pairer.adapters.naming import input_name
+from stream_pairer.adapters.sinks import file_records
 from stream_pairer.core.config import EngineConfig, TaggingConfig
 from stream_pairer.core.formats import DEFAULT_CONFIG, FormatConfig
 from stream_pairer.core.native import NativePipeline
@@ -58,8 +59,7 @@ class Sink:
         self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
     ) -> None:
         del sizes
-        for group in (pairs, orphans, dead_letters):
-            self.records.extend(group.splitlines())
+        self.records += file_records(pairs, orphans, dead_letters)
 
 
 class Pairer:
@@ -164,13 +164,21 @@ class Pairer:
             raise PartialInput(str(err), own.records) from err
         return own.records
 
-    def records_of(self, path: str | PathLike[str], conversation_id: str | None = None) -> FileRecords:
+    def records_of(
+        self,
+        path: str | PathLike[str],
+        conversation_id: str | None = None,
+        *,
+        label: str | None = None,
+        reader: Callable[..., FileRecords] = FileRecords,
+    ) -> FileRecords:
         """The reader `feed_file` uses for one file, with this pairer's size limit and fields, named
-        as `pair` names a file given by its path (adapters/naming.py: its pair_ids are `pair`'s)."""
+        `label`, by default as `pair` names a file given by its path (adapters/naming.py: its
+        pair_ids are `pair`'s). `reader`: another FileRecords (`--state` spools what it reads)."""
         name = str(path)
-        return FileRecords(
+        return reader(
             name,
-            label=input_name(name, name),
+            label=input_name(name, name) if label is None else label,
             max_bytes=self.formats.max_record_bytes,
             conversation_id=conversation_id,
             conversation_fields=self.formats.conversation_fields,

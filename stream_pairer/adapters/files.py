@@ -263,8 +263,15 @@ class FileRecords:
 
     def __iter__(self) -> Iterator[tuple[Source, bytes | Oversize, str]]:
         """Every record, one by one: `blocks()` with its blocks taken apart."""
+        return self.apart(self.blocks())
+
+    def apart(
+        self, items: Iterator[tuple[Source, bytes | Oversize, str] | Block]
+    ) -> Iterator[tuple[Source, bytes | Oversize, str]]:
+        """`items` of `blocks()` with each Block taken apart into its records (the key read per
+        record: a session id announced in the block renames the records after it)."""
         limit = self.max_bytes if self.max_bytes is not None else -1
-        for item in self.blocks():
+        for item in items:
             if isinstance(item, Block):
                 for lineno, raw in block_lines(item, limit):
                     yield {"file": self.label, "line": lineno}, raw, self._key(None)

@@ -60,7 +60,7 @@ from typing import IO, Any, Final
 
 import orjson
 
-from stream_pairer.adapters.files import Block, FileRecords, Oversize, Source, block_lines
+from stream_pairer.adapters.files import Block, FileRecords, Oversize, Source
 from stream_pairer.adapters.stateopts import check_options
 from stream_pairer.adapters.walk import STATE_FILE
 from stream_pairer.core.pipeline import Summary
@@ -331,17 +331,7 @@ class _Spooled(FileRecords):
 
     def blocks(self) -> Iterator[tuple[Source, bytes | Oversize, str] | Block]:
         spool = self._state._spool_record
-        limit = self.max_bytes if self.max_bytes is not None else -1
-        for item in super().blocks():
-            if isinstance(item, Block):
-                for lineno, raw in block_lines(item, limit):
-                    source: Source = {"file": self.label, "line": lineno}
-                    key = self.key
-                    if not isinstance(raw, Oversize):
-                        spool(source, raw, key)
-                    yield source, raw, key
-                continue
-            source, raw, key = item
+        for source, raw, key in self.apart(super().blocks()):
             if not isinstance(raw, Oversize):
                 spool(source, raw, key)
             yield source, raw, key

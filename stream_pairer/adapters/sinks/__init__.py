@@ -58,13 +58,10 @@ class Closing:
     def write_files(
         self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
     ) -> None:
-        """Outputs already grouped per JSONL file by the compiled core (`feed_block`): each is
-        records joined by line breaks, which no encoded record holds, so splitting gives them
-        back. `sizes` are counted again by `write`."""
+        """Outputs already grouped per JSONL file by the compiled core (`feed_block`), taken
+        apart (`file_records`); `sizes` are counted again by `write`."""
         del sizes
-        for data in (pairs, orphans, dead_letters):
-            if data:
-                self.write(data.split(b"\n")[:-1])
+        self.write(file_records(pairs, orphans, dead_letters))
 
     def close(self) -> None:
         raise NotImplementedError
@@ -80,6 +77,12 @@ class Closing:
             self.close()
         else:
             self.abort()
+
+
+def file_records(*files: bytes) -> list[bytes]:
+    """The records of `feed_block`'s per-file outputs (each record followed by a line break, which
+    no encoded record holds), file after file."""
+    return [rec for data in files for rec in data.split(b"\n")[:-1]]
 
 
 def encoded(records: Sequence[bytes]) -> Iterator[tuple[str, bytes]]:

@@ -20,7 +20,7 @@ from stream_pairer.adapters.outputs import (
     check_output_dir,
     write_private_file,
 )
-from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, open_sink
+from stream_pairer.adapters.sinks import FORMATS, STDOUT, Sink, check_out, file_records, open_sink
 from stream_pairer.adapters.state import RunState, check_apart
 from stream_pairer.adapters.stateopts import chain_options
 from stream_pairer.adapters.walk import Walk, add_walk_arguments, skipped_line
@@ -274,19 +274,12 @@ def _pair_inputs(
     With `--state`, the previous run's held events are fed back first, and what is still held at
     the end is carried to the next run (adapters/state.py) unless `--flush`."""
     pipeline = pairer.pipeline
-    format_config = pipeline.format_config
     out: Sink | _Observed = writer if state is None else _Observed(writer, state)
     if state is not None:
         out.write(state.restore(pipeline))
+    reader = FileRecords if state is None else state.records
     for path, name in named:
-        make = FileRecords if state is None else state.records
-        records = make(
-            path,
-            max_bytes=format_config.max_record_bytes,
-            conversation_id=args.conversation_id,
-            conversation_fields=format_config.conversation_fields,
-            label=name,
-        )
+        records = pairer.records_of(path, args.conversation_id, label=name, reader=reader)
         pairer.feed_records(records, sink=out, tick=progress.tick)
     if state is not None and not args.flush:
         state.carry(pipeline)
@@ -311,9 +304,7 @@ class _Observed:
     def write_files(
         self, pairs: bytes, orphans: bytes, dead_letters: bytes, sizes: tuple[int, int, int, int]
     ) -> None:
-        for data in (pairs, orphans, dead_letters):
-            if data:
-                self.state.observe(data.split(b"\n")[:-1])
+        self.state.observe(file_records(pairs, orphans, dead_letters))
         self.sink.write_files(pairs, orphans, dead_letters, sizes)
 
 
