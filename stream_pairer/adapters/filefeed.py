@@ -39,8 +39,7 @@ def feed_file(
     --conversation-id fixed it. `tick(n)`: n more records read (the progress line)."""
     info = pipeline.info
     size = 0
-    # --map reads every record in Python (no fast-path reader may claim one): records one by one.
-    items = records.blocks() if pipeline.format_config.mapping is None else iter(records)
+    items = records.blocks() if pipeline.reads_blocks else iter(records)
     for item in items:
         if isinstance(item, Block):
             size += _feed_block(pipeline, records, item, writer, tick)

@@ -147,7 +147,10 @@ class NativePipeline:
         # The compiled `feed` itself, not a wrapper: on the fast path no Python frame runs at all.
         # Its outputs: bytes, or (bytes, kind, conversation id, OutputMeta) when routed.
         self.feed: Callable[..., list[Any]] = self.core.feed
-        if format_config.mapping is not None:  # --map reads every record: no fast-path reader may
+        # --map reads every record in Python: no fast-path reader may claim one, so no record goes
+        # through the compiled `feed`, nor through `feed_block` (file mode then feeds records).
+        self.reads_blocks = format_config.mapping is None
+        if not self.reads_blocks:
             self.feed = self._mapped_feed
         self.dead_letters: Counter[str] = Counter()
         # What only the Python path counts (the fast path's shapes never skip or repeat a record).

@@ -52,6 +52,8 @@ def encode(rec: Record, routed: bool) -> Any:
 class EncodedReference(Pipeline):
     """The reference pipeline handing out what the core hands out (see the module docstring)."""
 
+    reads_blocks = True  # its `feed_block` feeds each line through `feed`, --map included
+
     def __init__(self, *args: Any, routed: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.routed = routed
