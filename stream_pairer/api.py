@@ -122,13 +122,19 @@ class Pairer:
         self, records: Iterable[bytes | str | Mapping[str, Any]], *, conversation_id: str | None = None
     ) -> list[bytes]:
         """Records from any iterable (lines of a file, rows of a table); blank lines skipped, a
-        line's own line break (LF or CRLF) not part of the record, as `pair` reads a line."""
+        line's own line break (LF or CRLF) not part of the record, as `pair` reads a line. A
+        session header (Codex `session_meta`) names the conversation of the records after it
+        that carry none, as in a file, unless `conversation_id` is given."""
         out: list[bytes] = []
+        info = self.pipeline.info
+        key = conversation_id
         for n, item in enumerate(records, 1):
             rec = _without_line_break(item)
             if isinstance(rec, (bytes, str)) and not rec.strip():
                 continue
-            out += self.feed(rec, source={"line": n}, conversation_id=conversation_id)
+            out += self.feed(rec, source={"line": n}, conversation_id=key)
+            if conversation_id is None and info.session_id is not None:
+                key = info.session_id
         return out
 
     def feed_file(

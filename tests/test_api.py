@@ -172,3 +172,20 @@ def test_a_file_that_breaks_off_keeps_the_outputs_made_before(tmp_path: Path) ->
     assert sum(r["kind"] == "pair" for r in got) > 100
     acc = p.stats.accounted()
     assert acc["events_in"] == acc["events_out"] == sum(2 if r["kind"] == "pair" else 1 for r in got)
+
+
+def test_a_session_header_names_the_conversation_in_feed_many_as_in_a_file() -> None:
+    """Codex rollout lines carry no conversation id: the `session_meta` line before them names it,
+    in `feed_many` as in `feed_file` (before, feed_many dead-lettered them for a missing id)."""
+    codex = Path(__file__).parent / "samples" / "codex.jsonl"
+    lines = codex.read_bytes().splitlines()
+    a, b = Pairer(), Pairer()
+    from_file = Pairer.decode(a.feed_file(codex) + a.flush())
+    from_lines = Pairer.decode(b.feed_many(lines) + b.flush())
+    convs = {r["conversation_id"] for r in from_lines if "conversation_id" in r}
+    assert convs == {r["conversation_id"] for r in from_file if "conversation_id" in r}
+    assert convs == {orjson.loads(lines[0])["payload"]["id"]}
+    assert [r["kind"] for r in from_lines] == [r["kind"] for r in from_file]
+    assert b.stats.dead_letters == a.stats.dead_letters == {}
+    given = Pairer.decode(Pairer().feed_many(lines, conversation_id="mine"))
+    assert {r["conversation_id"] for r in given if "conversation_id" in r} == {"mine"}
