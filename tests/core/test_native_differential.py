@@ -22,13 +22,7 @@ from hypothesis import strategies as st
 from stream_pairer import _native
 from stream_pairer.core import native
 from stream_pairer.core.vocab import RawMode
-from tests.core.differential_helpers import (
-    STREAM_SHAPES,
-    T0,
-    _iso,
-    _run_both,
-    scenarios,
-)
+from tests.core.differential_helpers import STREAM_SHAPES, T0, _iso, _run_both, scenarios
 from tests.reference.engine import Engine, EngineConfig
 from tests.reference.pipeline import Pipeline
 

@@ -20,15 +20,7 @@ from stream_pairer import _native
 from stream_pairer.core import native
 from stream_pairer.core.toolschemas import ToolSchemaRegistry
 from stream_pairer.core.vocab import RawMode
-from tests.core.differential_helpers import (
-    CONVS,
-    IDS,
-    NAMES,
-    T0,
-    _iso,
-    _same_step,
-    records,
-)
+from tests.core.differential_helpers import CONVS, IDS, NAMES, T0, _iso, _same_step, records
 from tests.engine_helpers import engine_config
 from tests.reference import tagging
 from tests.reference.engine import Engine, EngineConfig
