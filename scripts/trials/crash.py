@@ -14,16 +14,7 @@ import uuid
 
 from kafka_broker import KafkaBroker, KafkaCluster
 
-from trials.harness import (
-    Context,
-    SidecarProc,
-    TrialResult,
-    _result,
-    create_topic,
-    metric,
-    produce,
-    settle,
-)
+from trials.harness import Context, SidecarProc, TrialResult, _result, create_topic, metric, produce, settle
 from trials.traffic import make_traffic
 
 

@@ -21,16 +21,7 @@ from typing import Any
 
 from kafka_broker import KafkaBroker
 
-from trials.harness import (
-    Context,
-    SidecarProc,
-    TrialResult,
-    _result,
-    create_topic,
-    metric,
-    produce,
-    settle,
-)
+from trials.harness import Context, SidecarProc, TrialResult, _result, create_topic, metric, produce, settle
 from trials.traffic import _dumps, make_traffic
 
 
