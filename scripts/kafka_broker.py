@@ -51,7 +51,16 @@ from kafka_jars import (
     maven_copy,
     resolve,
 )
-from kafka_node import _LIVE, READY_MARKER, KafkaBroker, KafkaCluster, free_ports, new_cluster_id
+from kafka_node import (
+    _LIVE,
+    _LOG4J1,
+    _LOG4J2,
+    READY_MARKER,
+    KafkaBroker,
+    KafkaCluster,
+    free_ports,
+    new_cluster_id,
+)
 from kafka_secure import SecureKafkaBroker, TestPki
 
 __all__ = [  # the re-exported parts, and this script's own names
@@ -60,6 +69,8 @@ __all__ = [  # the re-exported parts, and this script's own names
     "KAFKA4_VERSION",
     "READY_MARKER",
     "_LIVE",
+    "_LOG4J1",
+    "_LOG4J2",
     "_LOGGING_DEPS",
     "Artifact",
     "KafkaBroker",
