@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
+
 from stream_pairer.core.formats import parse_record
-from stream_pairer.core.model import ToolEvent
+from stream_pairer.core.model import FormatError, ToolEvent
 
 SAMPLES = Path(__file__).parents[1] / "samples"
 
@@ -60,3 +63,28 @@ DEAD_LETTER_REASONS = frozenset(
         "missing_field",
     }
 )
+
+
+# Small hand-made records: one parsed, or its FormatError expected (test_formats_errors.py,
+# test_formats_fields.py).
+SRC = {"topic": "ai-logs", "partition": 3, "offset": 1207}
+
+
+def parse(rec: Any, **kw: Any) -> list[ToolEvent]:
+    raw = rec if isinstance(rec, bytes) else orjson.dumps(rec)
+    return parse_record(raw, SRC, **kw)
+
+
+def error(rec: Any, **kw: Any) -> FormatError:
+    with pytest.raises(FormatError) as info:
+        parse(rec, **kw)
+    return info.value
+
+
+def anthropic_call(**block: Any) -> dict[str, Any]:
+    b = {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {}}
+    b.update(block)
+    return {
+        "conversation_id": "c1",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}, b]},
+    }

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from stream_pairer.stream.checkpoint import Checkpoint, decode, encode
 from stream_pairer.stream.partition import Emitted, OutputTopics, PartitionState, lineage_headers
-from tests.core.test_native_differential import CONVS, T0, records
+from tests.core.differential_helpers import CONVS, T0, records
 from tests.engine_helpers import Msg, Recorder, decoded, engine_config, stream_pipeline
 from tests.reference.engine import EngineConfig
 
