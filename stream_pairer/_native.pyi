@@ -164,3 +164,9 @@ def feed_messages(
 # pair --state (native/src/pycarry.rs): the engine's memory besides its held events, as JSON bytes.
 def export_memory(core: Core) -> bytes: ...
 def import_memory(core: Core, data: bytes) -> list[Output]: ...
+
+# readers.rs: a shape's compiled reader for the Python format layer (formats/compiled.py).
+# (is_call, id, name, payload JSON, is_error, (block start, block end), format)
+FoundPart: TypeAlias = tuple[bool, str | None, str | None, bytes, bool | None, tuple[int, int], str]
+
+def read_parts(shape: str, data: bytes, prefix: str) -> list[FoundPart] | tuple[str, str]: ...

@@ -3,6 +3,8 @@
 //! Below every reader in the crate's dependency graph (they depend on it, it on none of them), so
 //! the readers form a tree: canonical -> envelope -> messages -> gemini / mcp / bedrock -> fields.
 
+pub mod decline;
+
 use crate::event::Event;
 use crate::out::{days_from_civil, write_opt_str, write_ts};
 use crate::scan::{self, Member};

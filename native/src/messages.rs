@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 
 use crate::event::Event;
+use crate::fields::decline::Decline;
 use crate::fields::{
     as_id, as_name, conversation_id, field, get, present, record_ts, scalar, FormatCfg, Part,
 };
@@ -144,7 +145,7 @@ fn dispatch_inner<'a>(
         _ => return Err("other_format"),
     }
     if get(mm, b"jsonrpc").is_some() {
-        return crate::mcp::parse(b, mm, (msg.start, msg.end));
+        return crate::mcp::parse(b, mm, (msg.start, msg.end), "message.").map_err(Decline::reason);
     }
     if let Some(o) = present(mm, b, b"output") {
         return output(b, o);
@@ -153,7 +154,7 @@ fn dispatch_inner<'a>(
         return Err("other_format");
     }
     if let Some(c) = present(mm, b, b"candidates") {
-        return crate::gemini::candidates(b, c);
+        return crate::gemini::candidates(b, c, "").map_err(Decline::reason);
     }
     message(b, mm, msg, b"anthropic")
 }
@@ -181,7 +182,7 @@ pub fn message<'a>(
     anthropic_format: &'static [u8],
 ) -> Result<Vec<Part<'a>>, &'static str> {
     if get(mm, b"parts").is_some() {
-        return crate::gemini::parts(b, mm);
+        return crate::gemini::parts(b, mm, "").map_err(Decline::reason);
     }
     if let Some(tc) = present(mm, b, b"tool_calls") {
         return chat_calls(b, tc);
