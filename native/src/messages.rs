@@ -7,6 +7,8 @@
 //! for those shapes; any other shape, or a value whose reading is not certain here, returns Err
 //! and goes to Python. Records without a `message` object are read by envelope.rs.
 
+pub mod anthropic;
+
 use std::borrow::Cow;
 
 use crate::event::Event;
@@ -245,8 +247,6 @@ pub fn message<'a>(
     }
 }
 
-const CALL_TYPES: [&[u8]; 3] = [b"\"tool_use\"", b"\"server_tool_use\"", b"\"mcp_tool_use\""];
-
 fn anthropic_blocks<'a>(
     b: &'a [u8],
     content: &Member,
@@ -264,33 +264,12 @@ fn anthropic_blocks<'a>(
         if bt[0] != b'"' {
             return Err(crate::bedrock::UNTYPED); // Bedrock blocks (no type) or a wrong type
         }
-        if CALL_TYPES.contains(&bt) {
-            out.push(Part {
-                is_call: true,
-                id: as_id(scalar(b, get(&bm, b"id")))?,
-                name: as_name(scalar(b, get(&bm, b"name")), true)?,
-                payload: field(b, &bm, b"input").into(),
-                is_error: b"",
-                block: &b[s..e],
-                format: fmt,
-            });
-        } else if bt == b"\"tool_result\"" || bt.ends_with(b"_tool_result\"") {
-            let content = field(b, &bm, b"content");
-            let is_error: &[u8] = match field(b, &bm, b"is_error") {
-                b"null" if content[0] == b'{' => return Err("other_format"), // a `*_error` object?
-                b"null" => b"false",
-                f @ (b"true" | b"false") => f,
-                _ => return Err("field_type"),
-            };
-            out.push(Part {
-                is_call: false,
-                id: as_id(scalar(b, get(&bm, b"tool_use_id")))?,
-                name: None,
-                payload: content.into(),
-                is_error,
-                block: &b[s..e],
-                format: fmt,
-            });
+        if anthropic::VERCEL_TYPES.contains(&bt) {
+            return Err("other_format"); // a Vercel AI SDK part: read in Python
+        }
+        let found = anthropic::block(b, &bm, (s, e), "", None, fmt);
+        if let Some(part) = found.map_err(Decline::reason)? {
+            out.push(part);
         }
     }
     Ok(out)

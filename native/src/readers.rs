@@ -41,6 +41,15 @@ fn read_parts<'py>(
         "canonical" => crate::canonical::part(data, &m, data, prefix).map(|p| vec![p]),
         "mcp" => crate::mcp::parse(data, &m, whole, prefix),
         "bedrock" => crate::bedrock::block(data, &m, whole, prefix, None).map(Vec::from_iter),
+        "anthropic" | "claude_code" => {
+            let fmt: &'static [u8] = if shape == "anthropic" {
+                b"anthropic"
+            } else {
+                b"claude_code"
+            };
+            let found = crate::messages::anthropic::block(data, &m, whole, prefix, None, fmt);
+            found.map(Vec::from_iter)
+        }
         "gemini" => crate::gemini::parts(data, &m, prefix),
         "gemini_candidates" => match crate::fields::present(&m, data, b"candidates") {
             Some(c) => crate::gemini::candidates(data, c, prefix),

@@ -1,4 +1,4 @@
-"""The compiled readers (canonical, MCP, Bedrock, Gemini) against their former Python readers (issue 23).
+"""The compiled readers (canonical, MCP, Bedrock, Gemini, Anthropic) against their Python oracles (issue 23).
 
 The package reads those shapes with one reader, in Rust: the fast path on a record's bytes, the
 Python format layer through `_native.read_parts` (formats/compiled.py). The Python readers it
@@ -124,6 +124,47 @@ BASES: list[dict[str, Any]] = [
         ],
     },
     {"conversation_id": "c1", "candidates": [{"content": {"parts": [{"functionCall": {"name": "n"}}]}}, {}]},
+    {
+        "conversation_id": "c1",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "t"}, {"type": "tool_use", "id": "u", "name": "n", "input": {}}],
+    },
+    {
+        "conversation_id": "c1",
+        "role": "assistant",
+        "content": [
+            {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {"q": "x"}},
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "s",
+                "content": {"type": "web_search_tool_result_error"},
+            },
+        ],
+    },
+    {
+        "conversation_id": "c1",
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "u", "content": [{"type": "text"}], "is_error": True}
+        ],
+    },
+    {
+        "type": "assistant",
+        "sessionId": "s1",
+        "timestamp": "2025-06-15T10:00:00.000Z",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "u", "name": "Bash", "input": {}}],
+        },
+    },
+    {
+        "conversation_id": "c1",
+        "role": "assistant",
+        "content": [
+            {"type": "tool-call", "toolCallId": "v", "toolName": "w", "input": {}},
+            {"type": "tool_use", "id": "a", "name": "n", "input": {}},
+        ],
+    },
 ]
 
 
@@ -265,4 +306,4 @@ def test_read_parts_words_refusals_and_finds_blocks() -> None:
     found = [(True, "a", "n", b'{"x":1}', None, (0, len(data)), "canonical")]
     assert _native.read_parts("canonical", data, "") == found
     with pytest.raises(ValueError, match="no compiled reader"):
-        _native.read_parts("anthropic", data, "")
+        _native.read_parts("openai", data, "")

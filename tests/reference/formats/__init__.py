@@ -20,10 +20,16 @@ from typing import Any
 
 from stream_pairer.core import formats as _package
 from stream_pairer.core.model import ToolEvent
-from tests.reference.formats import bedrock, canonical, gemini, mcp
+from tests.reference.formats import anthropic, bedrock, canonical, gemini, mcp
 
 # The package module's name for each shape's reader -> the oracle reader.
-ORACLES: dict[str, ModuleType] = {"bedrock": bedrock, "canonical": canonical, "gemini": gemini, "mcp": mcp}
+ORACLES: dict[str, ModuleType] = {
+    "anthropic": anthropic,
+    "bedrock": bedrock,
+    "canonical": canonical,
+    "gemini": gemini,
+    "mcp": mcp,
+}
 
 # Every module of the format layer loaded now, so that none is first imported while the oracles
 # stand in (it would keep an oracle as its reader for good).
