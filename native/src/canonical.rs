@@ -11,7 +11,7 @@
 
 use crate::event::Event;
 use crate::fields::decline::{self, Decline};
-use crate::fields::{conversation_id, get, record_ts, FormatCfg, Part};
+use crate::fields::{conversation_id, get, top_ts, FormatCfg, Part};
 use crate::scan::{self, Member};
 
 /// Reads one record: a top-level canonical event here, the wrapped message shapes in
@@ -48,7 +48,8 @@ pub fn parse(
             b"\"function_call\""
             | b"\"function_call_output\""
             | b"\"custom_tool_call\""
-            | b"\"custom_tool_call_output\"",
+            | b"\"custom_tool_call_output\""
+            | b"\"mcp_call\"",
         ) => return crate::messages::responses_item(raw, &m, (start, end), source, key, cfg),
         // A wrapped message (`message` an object) or a record without one (envelope.rs).
         _ if get(&m, b"message").is_some_and(|x| raw[x.start] == b'{') => {
@@ -61,7 +62,7 @@ pub fn parse(
     }
     let part = part(raw, &m, &raw[start..end], "").map_err(Decline::reason)?;
     let conversation_id = conversation_id(raw, &m, cfg, key)?;
-    let ts_ms = record_ts(raw, &m)?;
+    let ts_ms = top_ts(raw, &m)?;
     Ok(vec![part.event(
         conversation_id,
         ts_ms,

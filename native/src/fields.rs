@@ -250,6 +250,20 @@ pub fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
     Ok(None)
 }
 
+/// `_record_time` of a record without a `message` member: its own time, else the time of the
+/// `request` object beside it (a wire exchange's, Python reads it there too).
+pub fn top_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
+    if let Some(ts) = record_ts(b, m)? {
+        return Ok(Some(ts));
+    }
+    match get(m, b"request") {
+        Some(r) if b[r.start] == b'{' => {
+            record_ts(b, &scan::members(b, r.start).ok_or("not_canonical")?)
+        }
+        _ => Ok(None),
+    }
+}
+
 /// `as_name`: the trimmed name; a call needs one (Python raises: left to it).
 pub fn as_name(s: Scalar, required: bool) -> Result<Option<String>, &'static str> {
     let name = match s {

@@ -8,13 +8,15 @@
 //! and goes to Python. Records without a `message` object are read by envelope.rs.
 
 pub mod anthropic;
+pub mod responses;
 
 use std::borrow::Cow;
 
 use crate::event::Event;
 use crate::fields::decline::Decline;
 use crate::fields::{
-    as_id, as_name, conversation_id, field, get, present, record_ts, scalar, FormatCfg, Part,
+    as_id, as_name, conversation_id, field, get, present, record_ts, scalar, top_ts, FormatCfg,
+    Part,
 };
 use crate::scan::{self, Member};
 
@@ -22,7 +24,7 @@ fn is_obj(b: &[u8], x: &Member) -> bool {
     b[x.start] == b'{'
 }
 
-/// A top-level OpenAI Responses tool item (`openai.responses_item`, all but `mcp_call`).
+/// A top-level OpenAI Responses tool item (`openai.responses_item`, responses.rs).
 pub fn responses_item(
     raw: &[u8],
     top: &[Member],
@@ -31,47 +33,12 @@ pub fn responses_item(
     key: Option<&str>,
     cfg: &FormatCfg,
 ) -> Result<Vec<Event>, &'static str> {
-    let t = get(top, b"type")
-        .map(|t| &raw[t.start..t.end])
-        .ok_or("other_format")?;
     if get(top, b"message").is_some() {
         return Err("other_format"); // its timestamp may come from the message: left to Python
     }
-    let id = as_id(scalar(raw, get(top, b"call_id")))?;
-    let part = match t {
-        b"\"function_call\"" | b"\"custom_tool_call\"" => Part {
-            is_call: true,
-            id,
-            name: as_name(scalar(raw, get(top, b"name")), true)?,
-            payload: if t == b"\"function_call\"" {
-                arguments(raw, get(top, b"arguments"))?
-            } else {
-                field(raw, top, b"input").into()
-            },
-            is_error: b"",
-            block: &raw[block.0..block.1],
-            format: b"openai_responses",
-        },
-        b"\"function_call_output\"" | b"\"custom_tool_call_output\"" => Part {
-            is_call: false,
-            id,
-            name: None,
-            payload: field(raw, top, b"output").into(),
-            is_error: b"null",
-            block: &raw[block.0..block.1],
-            format: b"openai_responses",
-        },
-        _ => return Err("other_format"),
-    };
-    let conversation_id = conversation_id(raw, top, cfg, key)?;
-    let ts_ms = record_ts(raw, top)?;
-    Ok(vec![part.event(
-        conversation_id,
-        ts_ms,
-        source,
-        0,
-        raw.len().max(1),
-    )])
+    let parts = responses::item(raw, top, block, "", None, responses::Args::Decode);
+    let parts = parts.map_err(Decline::reason)?;
+    events(raw, top, None, parts, source, key, cfg)
 }
 
 pub fn parse(
@@ -104,8 +71,9 @@ pub fn parse(
 }
 
 /// The events of a record's parts, each stamped with the record's conversation id and time (the
-/// top level's, else `inner`'s: a wrapped message's own timestamp) and an equal share of its size.
-/// Shared by the wrapped (`parse`) and unwrapped (envelope.rs) readers; no parts is Err
+/// top level's, else `inner`'s: a wrapped message's own timestamp, or without one a `request`
+/// object's) and an equal share of its size. Shared by the wrapped (`parse`), unwrapped
+/// (envelope.rs) and Responses item readers; no parts is Err
 /// `no_events` (Python counts the record as skipped, or marks a request start).
 pub fn events(
     raw: &[u8],
@@ -120,10 +88,12 @@ pub fn events(
         return Err("no_events");
     }
     let conversation_id = conversation_id(raw, top, cfg, key)?;
-    let ts_ms = match (record_ts(raw, top)?, inner) {
-        (Some(ts), _) => Some(ts),
-        (None, Some(inner)) => record_ts(raw, inner)?,
-        (None, None) => None,
+    let ts_ms = match inner {
+        Some(inner) => match record_ts(raw, top)? {
+            Some(ts) => Some(ts),
+            None => record_ts(raw, inner)?,
+        },
+        None => top_ts(raw, top)?, // (envelope.rs hands over records with a `request` first)
     };
     let size = (raw.len() / parts.len()).max(1);
     Ok(parts

@@ -51,6 +51,10 @@ fn read_parts<'py>(
             found.map(Vec::from_iter)
         }
         "gemini" => crate::gemini::parts(data, &m, prefix),
+        "openai_responses" => {
+            let as_given = crate::messages::responses::Args::AsGiven;
+            crate::messages::responses::item(data, &m, whole, prefix, None, as_given)
+        }
         "gemini_candidates" => match crate::fields::present(&m, data, b"candidates") {
             Some(c) => crate::gemini::candidates(data, c, prefix),
             None => Ok(Vec::new()),

@@ -1,4 +1,4 @@
-"""The compiled readers (canonical, MCP, Bedrock, Gemini, Anthropic) against their Python oracles (issue 23).
+"""The compiled readers (canonical, MCP, Bedrock, Gemini, Anthropic, Responses) against their oracles (#23).
 
 The package reads those shapes with one reader, in Rust: the fast path on a record's bytes, the
 Python format layer through `_native.read_parts` (formats/compiled.py). The Python readers it
@@ -165,6 +165,30 @@ BASES: list[dict[str, Any]] = [
             {"type": "tool_use", "id": "a", "name": "n", "input": {}},
         ],
     },
+    {"conversation_id": "c1", "type": "function_call", "call_id": "f", "name": "n", "arguments": '{"a": 1}'},
+    {"conversation_id": "c1", "type": "function_call_output", "call_id": "f", "output": "ok"},
+    {"conversation_id": "c1", "type": "custom_tool_call", "call_id": "k", "name": "n", "input": "x"},
+    {"conversation_id": "c1", "type": "custom_tool_call_output", "call_id": "k", "output": [1]},
+    {"conversation_id": "c1", "type": "mcp_call", "id": "m", "name": "n", "arguments": "{}", "output": "o"},
+    {
+        "conversation_id": "c1",
+        "type": "mcp_call",
+        "id": "m",
+        "name": "n",
+        "arguments": "x",
+        "error": {"e": 1},
+    },
+    {
+        "conversation_id": "c1",
+        "output": [
+            {"type": "reasoning"},
+            {"type": "function_call", "call_id": "f", "name": "n", "arguments": '{"a":1}'},
+            {"type": "mcp_call", "id": "m", "name": "n", "arguments": "{}", "output": "o"},
+        ],
+    },
+    # a record-level time read from a wire exchange's request beside the event
+    {"conversation_id": "c1", "type": "tool_call", "id": "a", "name": "n", "request": {"ts": 1_750_000_000}},
+    {"conversation_id": "c1", "type": "function_call", "call_id": "f", "name": "n", "request": {"ts": 5}},
 ]
 
 
@@ -306,4 +330,4 @@ def test_read_parts_words_refusals_and_finds_blocks() -> None:
     found = [(True, "a", "n", b'{"x":1}', None, (0, len(data)), "canonical")]
     assert _native.read_parts("canonical", data, "") == found
     with pytest.raises(ValueError, match="no compiled reader"):
-        _native.read_parts("openai", data, "")
+        _native.read_parts("openai_chat", data, "")

@@ -24,13 +24,14 @@ A readable record of a known shape without tool events returns []; anything else
 `common.MARK_*`) never become events: `parse_record` reports them in the caller's `RecordInfo`.
 
 Which language reads which shape (issue 23: each shape has one reader): canonical events, MCP
-JSON-RPC messages, Bedrock Converse blocks, Gemini contents and responses and Anthropic tool
-blocks are read in Rust, by the readers the compiled core's fast path uses (native/src/
-canonical.rs, mcp.rs, bedrock.rs, gemini.rs, messages/anthropic.rs); their modules here hand them
-the decoded object through `compiled.parts`, and their former Python readers are the oracle in
-tests/reference/formats. Everything else is read here (the OpenAI shapes also have a fast-path
-reader in Rust, not yet the only one); the dispatch, the walk over a content array, markers and
-record-level fields (conversation id, time, limits) are here.
+JSON-RPC messages, Bedrock Converse blocks, Gemini contents and responses, Anthropic tool blocks
+and OpenAI Responses items are read in Rust, by the readers the compiled core's fast path uses
+(native/src/canonical.rs, mcp.rs, bedrock.rs, gemini.rs, messages/anthropic.rs, responses.rs);
+their modules here hand them the decoded object through `compiled.parts`, and their former Python
+readers are the oracle in tests/reference/formats. Everything else is read here (OpenAI Chat and
+the legacy functions API also have a fast-path reader in Rust, not yet the only one); the
+dispatch, the walks over content and `output` arrays, markers and record-level fields
+(conversation id, time, limits, `decode_arguments`) are here.
 """
 
 from __future__ import annotations

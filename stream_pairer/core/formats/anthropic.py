@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from stream_pairer.core.formats import bedrock, compiled, vercel_ai
-from stream_pairer.core.formats.common import Part, where, wrong_type
+from stream_pairer.core.formats.common import Part, wrong_type
 
 
 def blocks(content: list[Any], prefix: str, fmt: str) -> list[Part]:
@@ -36,5 +36,5 @@ def blocks(content: list[Any], prefix: str, fmt: str) -> list[Part]:
         elif bt in vercel_ai.PART_TYPES:
             out.append(vercel_ai.model_part(b, bt, prefix, i))
         elif bt.endswith(("tool_use", "tool_result")):  # the only types that hold an event
-            out.extend(compiled.parts(fmt, b, where(prefix, i, None) + "."))
+            out.extend(compiled.parts(fmt, b, compiled.at(prefix, i)))
     return out

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from stream_pairer.core.formats import compiled
-from stream_pairer.core.formats.common import Part, where
+from stream_pairer.core.formats.common import Part
 
 
 def block(b: dict[str, Any], prefix: str, i: int) -> Part | None:
     """The event of block `i` of the content array at `prefix`, if it holds one."""
-    found = compiled.parts("bedrock", b, where(prefix, i, None) + ".")
+    found = compiled.parts("bedrock", b, compiled.at(prefix, i))
     return found[0] if found else None

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.core.formats.common import CALL, RESULT, Part
+from stream_pairer.core.formats.common import CALL, RESULT, Part, where
 from stream_pairer.core.model import FormatError
 
 # An object orjson cannot write (more than 254 levels) is handed over cut at _KEPT_DEPTH, each
@@ -41,6 +41,12 @@ def parts(shape: str, obj: dict[str, Any], prefix: str) -> list[Part]:
         block = obj if at == whole else orjson.loads(data[at[0] : at[1]])
         out.append((CALL if is_call else RESULT, event_id, name, orjson.loads(payload), is_error, block, fmt))
     return out
+
+
+def at(prefix: str, index: int | None) -> str:
+    """The prefix a reader takes for the object at `prefix[index]` (`common.where`'s path of it,
+    ending with "."; "" for the record itself)."""
+    return where(prefix, index, None) + "." if prefix or index is not None else ""
 
 
 def _shallow(value: Any, depth: int) -> Any:

@@ -12,12 +12,15 @@ Responses API items.
   reasoning, built-in tool calls that the platform runs itself) carry no event.
 
 Arguments arrive as a JSON string; `decode_arguments` turns them into an object when they are one.
+The Responses items are read by the compiled core (issue 23: one reader per shape); Chat and the
+legacy API are read here and, for the records it reads itself, by the fast path (messages.rs).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats import compiled
 from stream_pairer.core.formats.common import (
     CALL,
     RESULT,
@@ -133,56 +136,14 @@ def legacy_result(m: dict[str, Any], prefix: str) -> list[Part]:
 
 
 def responses_item(it: dict[str, Any], t: str, prefix: str, index: int | None) -> list[Part]:
-    """One Responses item of a tool type (`t` in RESPONSES_TOOL_ITEMS); `prefix[index]` is its path."""
-    if t == "function_call":
-        return [
-            (
-                CALL,
-                as_id(it.get("call_id"), prefix, index, "call_id"),
-                as_name(it.get("name"), prefix, index, "name", True),
-                decode_arguments(it.get("arguments")),
-                None,
-                it,
-                "openai_responses",
-            )
-        ]
-    if t in {"function_call_output", "custom_tool_call_output"}:
-        return [
-            (
-                RESULT,
-                as_id(it.get("call_id"), prefix, index, "call_id"),
-                None,
-                it.get("output"),
-                None,
-                it,
-                "openai_responses",
-            )
-        ]
-    if t == "custom_tool_call":
-        return [
-            (
-                CALL,
-                as_id(it.get("call_id"), prefix, index, "call_id"),
-                as_name(it.get("name"), prefix, index, "name", True),
-                it.get("input"),
-                None,
-                it,
-                "openai_responses",
-            )
-        ]
-    # mcp_call: the platform ran the call; the item holds arguments and output (or error) together.
-    call_id = as_id(it.get("id"), prefix, index, "id")
-    name = as_name(it.get("name"), prefix, index, "name", True)
-    out: list[Part] = [
-        (CALL, call_id, name, decode_arguments(it.get("arguments")), None, it, "openai_responses")
-    ]
-    error = it.get("error")
-    output = it.get("output")
-    if error is not None:
-        out.append((RESULT, call_id, name, error, True, it, "openai_responses"))
-    elif output is not None:
-        out.append((RESULT, call_id, name, output, False, it, "openai_responses"))
-    return out
+    """One Responses item of a tool type (`t` in RESPONSES_TOOL_ITEMS); `prefix[index]` is its
+    path. Read by the compiled core (native/src/messages/responses.rs `item`, the one reader of
+    the shape); a call's `arguments` come back as given and are decoded here, as every format's."""
+    parts = compiled.parts("openai_responses", it, compiled.at(prefix, index))
+    if t in {"function_call", "mcp_call"}:
+        kind, call_id, name, args, is_error, block, fmt = parts[0]
+        parts[0] = (kind, call_id, name, decode_arguments(args), is_error, block, fmt)
+    return parts
 
 
 def responses_output(output: list[Any], prefix: str) -> list[Part]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from stream_pairer.core import formats as _package
 from stream_pairer.core.model import ToolEvent
-from tests.reference.formats import anthropic, bedrock, canonical, gemini, mcp
+from tests.reference.formats import anthropic, bedrock, canonical, gemini, mcp, openai
 
 # The package module's name for each shape's reader -> the oracle reader.
 ORACLES: dict[str, ModuleType] = {
@@ -29,6 +29,7 @@ ORACLES: dict[str, ModuleType] = {
     "canonical": canonical,
     "gemini": gemini,
     "mcp": mcp,
+    "openai": openai,
 }
 
 # Every module of the format layer loaded now, so that none is first imported while the oracles
