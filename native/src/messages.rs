@@ -8,16 +8,14 @@
 //! and goes to Python. Records without a `message` object are read by envelope.rs.
 
 pub mod anthropic;
+pub mod chat;
 pub mod responses;
 
 use std::borrow::Cow;
 
 use crate::event::Event;
 use crate::fields::decline::Decline;
-use crate::fields::{
-    as_id, as_name, conversation_id, field, get, present, record_ts, scalar, top_ts, FormatCfg,
-    Part,
-};
+use crate::fields::{conversation_id, get, present, record_ts, top_ts, FormatCfg, Part};
 use crate::scan::{self, Member};
 
 fn is_obj(b: &[u8], x: &Member) -> bool {
@@ -36,7 +34,7 @@ pub fn responses_item(
     if get(top, b"message").is_some() {
         return Err("other_format"); // its timestamp may come from the message: left to Python
     }
-    let parts = responses::item(raw, top, block, "", None, responses::Args::Decode);
+    let parts = responses::item(raw, top, block, "", None, Args::Decode);
     let parts = parts.map_err(Decline::reason)?;
     events(raw, top, None, parts, source, key, cfg)
 }
@@ -156,57 +154,25 @@ pub fn message<'a>(
     if get(mm, b"parts").is_some() {
         return crate::gemini::parts(b, mm, "").map_err(Decline::reason);
     }
+    let at = (msg.start, msg.end);
+    let decode = Args::Decode;
     if let Some(tc) = present(mm, b, b"tool_calls") {
-        return chat_calls(b, tc);
+        return chat::calls(b, tc, "", decode).map_err(Decline::reason);
     }
     if let Some(fc) = present(mm, b, b"function_call") {
-        // The legacy functions API: no ids at all, the whole message is the block.
-        if !is_obj(b, fc) {
-            return Err("field_type");
-        }
-        let fm = scan::members(b, fc.start).ok_or("not_canonical")?;
-        return Ok(vec![Part {
-            is_call: true,
-            id: None,
-            name: as_name(scalar(b, get(&fm, b"name")), true)?,
-            payload: arguments(b, get(&fm, b"arguments"))?,
-            is_error: b"",
-            block: &b[msg.start..msg.end],
-            format: b"openai_legacy",
-        }]);
+        return chat::legacy_call(b, fc, at, "", decode).map_err(Decline::reason);
     }
     let role = get(mm, b"role").map(|r| &b[r.start..r.end]);
     if role == Some(b"\"tool\"") {
-        if get(mm, b"function").is_some() || get(mm, b"error").is_some() {
-            return Err("other_format"); // Inspect AI's tool message: name and outcome read in Python
-        }
-        if present(mm, b, b"tool_call_id").is_none()
-            && (get(mm, b"tool_call_ids").is_some()
-                || get(mm, b"content").is_some_and(|c| b[c.start] == b'['))
+        if get(mm, b"tool_call_id").is_none()
+            && get(mm, b"content").is_some_and(|c| b[c.start] == b'[')
         {
-            // SWE-agent's list of ids, the Vercel AI SDK's `tool-result` parts: read in Python
-            return Err("other_format");
+            return Err("other_format"); // the Vercel AI SDK's `tool-result` parts: read in Python
         }
-        return Ok(vec![Part {
-            is_call: false,
-            id: as_id(scalar(b, get(mm, b"tool_call_id")))?,
-            name: as_name(scalar(b, get(mm, b"name")), false)?,
-            payload: field(b, mm, b"content").into(),
-            is_error: b"null",
-            block: &b[msg.start..msg.end],
-            format: b"openai_chat",
-        }]);
+        return chat::result(b, mm, at, "").map_err(Decline::reason);
     }
     if role == Some(b"\"function\"") {
-        return Ok(vec![Part {
-            is_call: false,
-            id: None,
-            name: as_name(scalar(b, get(mm, b"name")), false)?,
-            payload: field(b, mm, b"content").into(),
-            is_error: b"null",
-            block: &b[msg.start..msg.end],
-            format: b"openai_legacy",
-        }]);
+        return chat::legacy_result(b, mm, at, "").map_err(Decline::reason);
     }
     match get(mm, b"content") {
         Some(c) if b[c.start] == b'[' => match anthropic_blocks(b, c, anthropic_format) {
@@ -245,32 +211,25 @@ fn anthropic_blocks<'a>(
     Ok(out)
 }
 
-fn chat_calls<'a>(b: &'a [u8], tool_calls: &Member) -> Result<Vec<Part<'a>>, &'static str> {
-    if b[tool_calls.start] != b'[' {
-        return Err("field_type");
+/// How a call's `arguments` (a JSON text) reach the event: decoded here (the fast path:
+/// `messages::arguments`, which leaves what it cannot decode exactly to Python) or as they are
+/// (readers.rs: Python's `decode_arguments` then decodes them, as it does for every format).
+#[derive(Clone, Copy, PartialEq)]
+pub enum Args {
+    Decode,
+    AsGiven,
+}
+
+/// A call's `arguments` member as `args` says (absent: null).
+pub fn call_arguments<'a>(
+    b: &'a [u8],
+    m: Option<&Member>,
+    args: Args,
+) -> Result<Cow<'a, [u8]>, Decline> {
+    match args {
+        Args::Decode => Ok(arguments(b, m)?),
+        Args::AsGiven => Ok(m.map_or(&b"null"[..], |x| &b[x.start..x.end]).into()),
     }
-    let mut out = Vec::new();
-    for (s, e) in scan::elements(b, tool_calls.start).ok_or("not_canonical")? {
-        if b[s] != b'{' {
-            return Err("field_type");
-        }
-        let tm = scan::members(b, s).ok_or("not_canonical")?;
-        let f = present(&tm, b, b"function")
-            .filter(|x| is_obj(b, x))
-            .ok_or("other_format")?;
-        let fm = scan::members(b, f.start).ok_or("not_canonical")?;
-        let payload = arguments(b, get(&fm, b"arguments"))?;
-        out.push(Part {
-            is_call: true,
-            id: as_id(scalar(b, get(&tm, b"id")))?,
-            name: as_name(scalar(b, get(&fm, b"name")), true)?,
-            payload,
-            is_error: b"",
-            block: &b[s..e],
-            format: b"openai_chat",
-        });
-    }
-    Ok(out)
 }
 
 /// `decode_arguments(value)` of an `arguments` member (absent: null).

@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::fields::decline::Decline;
 use crate::fields::Part;
+use crate::messages::Args;
 use crate::scan::{self, Member};
 
 /// The parts `shape`'s reader finds in `data` (one JSON object in orjson's form; `prefix` is its
@@ -51,9 +52,18 @@ fn read_parts<'py>(
             found.map(Vec::from_iter)
         }
         "gemini" => crate::gemini::parts(data, &m, prefix),
+        "openai_chat_calls" => match crate::fields::present(&m, data, b"tool_calls") {
+            Some(tc) => crate::messages::chat::calls(data, tc, prefix, Args::AsGiven),
+            None => Ok(Vec::new()),
+        },
+        "openai_chat_result" => crate::messages::chat::result(data, &m, whole, prefix),
+        "openai_legacy_call" => match crate::fields::present(&m, data, b"function_call") {
+            Some(fc) => crate::messages::chat::legacy_call(data, fc, whole, prefix, Args::AsGiven),
+            None => Ok(Vec::new()),
+        },
+        "openai_legacy_result" => crate::messages::chat::legacy_result(data, &m, whole, prefix),
         "openai_responses" => {
-            let as_given = crate::messages::responses::Args::AsGiven;
-            crate::messages::responses::item(data, &m, whole, prefix, None, as_given)
+            crate::messages::responses::item(data, &m, whole, prefix, None, Args::AsGiven)
         }
         "gemini_candidates" => match crate::fields::present(&m, data, b"candidates") {
             Some(c) => crate::gemini::candidates(data, c, prefix),

@@ -14,10 +14,9 @@ timestamp spelling it does not parse, anything that becomes a dead letter) goes 
 Python format layer (`parse_record`) and its events into the same compiled state;
 `fallthrough` counts those records by reason. Which language reads which shape: canonical
 events, MCP messages, Bedrock blocks, Gemini contents / responses, Anthropic (and Claude Code)
-tool blocks and OpenAI Responses items have one reader, in Rust (the Python layer hands it the
-objects it meets: formats/compiled.py, dead letters worded there); OpenAI Chat and the legacy
-functions API are still read by both (Rust here, Python in formats/openai.py), and every other
-format by Python alone.
+tool blocks, OpenAI Chat, legacy and Responses messages and items, every shape the fast path
+reads, have one reader, in Rust (the Python layer hands it the objects it meets:
+formats/compiled.py, dead letters worded there); every other format is read by Python alone.
 
 It satisfies what the adapters need: `info` and `reject` for the file reader, the
 PipelineObserver, the replay mode of a checkpointed rebuild, and `StreamPipeline`

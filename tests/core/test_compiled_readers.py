@@ -1,4 +1,4 @@
-"""The compiled readers (canonical, MCP, Bedrock, Gemini, Anthropic, Responses) against their oracles (#23).
+"""The compiled readers (canonical, MCP, Bedrock, Gemini, Anthropic, OpenAI) against their oracles (#23).
 
 The package reads those shapes with one reader, in Rust: the fast path on a record's bytes, the
 Python format layer through `_native.read_parts` (formats/compiled.py). The Python readers it
@@ -186,6 +186,31 @@ BASES: list[dict[str, Any]] = [
             {"type": "mcp_call", "id": "m", "name": "n", "arguments": "{}", "output": "o"},
         ],
     },
+    {
+        "conversation_id": "c1",
+        "role": "assistant",
+        "tool_calls": [
+            {"id": "o", "type": "function", "function": {"name": "n", "arguments": '{"a": [1, 2.50]}'}},
+            {"id": "p", "type": "custom", "custom": {"name": "m", "input": "x"}},
+            {"id": "q", "function": "inspect_tool", "arguments": {"a": 1}},
+        ],
+    },
+    {"conversation_id": "c1", "role": "tool", "tool_call_id": "o", "name": "n", "content": "ok"},
+    {"conversation_id": "c1", "role": "tool", "tool_call_id": "q", "function": "f", "error": {"type": "x"}},
+    {"conversation_id": "c1", "role": "tool", "tool_call_ids": ["o", " ", "p"], "content": "both"},
+    {"conversation_id": "c1", "role": "assistant", "function_call": {"name": "n", "arguments": "{}"}},
+    {"conversation_id": "c1", "role": "function", "name": "n", "content": "r"},
+    {
+        "conversation_id": "c1",
+        "choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "o", "function": {}}]}}],
+    },
+    {"conversation_id": "c1", "role": "CHATBOT", "tool_calls": [{"name": "n", "parameters": {"a": 1}}]},
+    {"conversation_id": "c1", "type": "tool_call_output_item", "raw_item": {"call_id": "f", "output": "x"}},
+    {
+        "conversation_id": "c1",
+        "type": "tool_call_item",
+        "raw_item": {"type": "mcp_call", "id": "m", "name": "n"},
+    },
     # a record-level time read from a wire exchange's request beside the event
     {"conversation_id": "c1", "type": "tool_call", "id": "a", "name": "n", "request": {"ts": 1_750_000_000}},
     {"conversation_id": "c1", "type": "function_call", "call_id": "f", "name": "n", "request": {"ts": 5}},
@@ -330,4 +355,4 @@ def test_read_parts_words_refusals_and_finds_blocks() -> None:
     found = [(True, "a", "n", b'{"x":1}', None, (0, len(data)), "canonical")]
     assert _native.read_parts("canonical", data, "") == found
     with pytest.raises(ValueError, match="no compiled reader"):
-        _native.read_parts("openai_chat", data, "")
+        _native.read_parts("langchain", data, "")

@@ -8,18 +8,10 @@
 
 use std::borrow::Cow;
 
+use super::{call_arguments, Args};
 use crate::fields::decline::{self, Decline};
 use crate::fields::{field, get, present, Part};
 use crate::scan::Member;
-
-/// How a call's `arguments` (a JSON text) reach the event: decoded here (the fast path:
-/// `messages::arguments`, which leaves what it cannot decode exactly to Python) or as they are
-/// (readers.rs: Python's `decode_arguments` then decodes them, as it does for every format).
-#[derive(Clone, Copy, PartialEq)]
-pub enum Args {
-    Decode,
-    AsGiven,
-}
 
 /// The events of one item of a tool type (members `im`, bytes `at`; `prefix[index]` its JSON
 /// path in the record); an item of another type is not claimed (`Decline::Pass`).
@@ -33,12 +25,7 @@ pub fn item<'a>(
 ) -> Result<Vec<Part<'a>>, Decline> {
     let block = &b[at.0..at.1];
     let t = get(im, b"type").map_or(&b"null"[..], |t| &b[t.start..t.end]);
-    let arguments = |m: Option<&Member>| -> Result<Cow<'a, [u8]>, Decline> {
-        match args {
-            Args::Decode => Ok(crate::messages::arguments(b, m)?),
-            Args::AsGiven => Ok(m.map_or(&b"null"[..], |x| &b[x.start..x.end]).into()),
-        }
-    };
+    let arguments = |m: Option<&Member>| call_arguments(b, m, args);
     let call = |payload: Cow<'a, [u8]>, id, name| Part {
         is_call: true,
         id,

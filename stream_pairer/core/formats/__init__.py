@@ -25,13 +25,12 @@ A readable record of a known shape without tool events returns []; anything else
 
 Which language reads which shape (issue 23: each shape has one reader): canonical events, MCP
 JSON-RPC messages, Bedrock Converse blocks, Gemini contents and responses, Anthropic tool blocks
-and OpenAI Responses items are read in Rust, by the readers the compiled core's fast path uses
-(native/src/canonical.rs, mcp.rs, bedrock.rs, gemini.rs, messages/anthropic.rs, responses.rs);
-their modules here hand them the decoded object through `compiled.parts`, and their former Python
-readers are the oracle in tests/reference/formats. Everything else is read here (OpenAI Chat and
-the legacy functions API also have a fast-path reader in Rust, not yet the only one); the
-dispatch, the walks over content and `output` arrays, markers and record-level fields
-(conversation id, time, limits, `decode_arguments`) are here.
+and the OpenAI Chat, legacy and Responses shapes are read in Rust, by the readers the compiled
+core's fast path uses (native/src/canonical.rs, mcp.rs, bedrock.rs, gemini.rs, messages/
+anthropic.rs, chat.rs, responses.rs); their modules here hand them the decoded object through
+`compiled.parts`, and their former Python readers are the oracle in tests/reference/formats.
+Every other format is read here, and so are the dispatch, the walks over content and `output`
+arrays, markers and record-level fields (conversation id, time, limits, `decode_arguments`).
 """
 
 from __future__ import annotations

@@ -24,8 +24,10 @@ _KEPT_DEPTH: Final = 40
 _DEEP_LEVELS: Final = 200
 
 
-def parts(shape: str, obj: dict[str, Any], prefix: str) -> list[Part]:
-    """The parts the compiled reader of `shape` finds in `obj` (at `prefix` in its record)."""
+def parts(shape: str, obj: dict[str, Any], prefix: str, block: dict[str, Any] | None = None) -> list[Part]:
+    """The parts the compiled reader of `shape` finds in `obj` (at `prefix` in its record).
+    `block`: the object an event of the whole of `obj` keeps (default `obj` itself), for a caller
+    that hands over a variant of the object (a Responses item with its type filled in)."""
     try:
         data = orjson.dumps(obj)
     except orjson.JSONEncodeError:
@@ -38,8 +40,8 @@ def parts(shape: str, obj: dict[str, Any], prefix: str) -> list[Part]:
     whole = (0, len(data))
     out: list[Part] = []
     for is_call, event_id, name, payload, is_error, at, fmt in found:
-        block = obj if at == whole else orjson.loads(data[at[0] : at[1]])
-        out.append((CALL if is_call else RESULT, event_id, name, orjson.loads(payload), is_error, block, fmt))
+        kept = (obj if block is None else block) if at == whole else orjson.loads(data[at[0] : at[1]])
+        out.append((CALL if is_call else RESULT, event_id, name, orjson.loads(payload), is_error, kept, fmt))
     return out
 
 
