@@ -347,12 +347,15 @@ def test_records_nested_past_the_limit(head: bytes, levels: int) -> None:
 
 
 def test_read_parts_words_refusals_and_finds_blocks() -> None:
-    """The native entry point itself: a worded refusal, and each part's block as a byte range."""
+    """The native entry point itself: a worded refusal, and where each part's values are."""
     data = b'{"jsonrpc":"2.0","id":[1],"error":{"code":1}}'
     refused = ("wrong_type", "message.id is an array, expected a string id")
     assert _native.read_parts("mcp", data, "message.") == refused
     data = b'{"type":"tool_call","id":" a ","name":"n","arguments":{"x":1}}'
-    found = [(True, "a", "n", b'{"x":1}', None, (0, len(data)), "canonical")]
+    found = [(True, "a", "n", ("arguments",), None, (), "canonical")]
     assert _native.read_parts("canonical", data, "") == found
+    data = b'{"parts":[{"text":"t"},{"functionResponse":{"name":"n"}}]}'
+    found = [(False, None, "n", None, False, ("parts", 1), "gemini")]
+    assert _native.read_parts("gemini", data, "") == found
     with pytest.raises(ValueError, match="no compiled reader"):
         _native.read_parts("langchain", data, "")

@@ -36,5 +36,5 @@ def blocks(content: list[Any], prefix: str, fmt: str) -> list[Part]:
         elif bt in vercel_ai.PART_TYPES:
             out.append(vercel_ai.model_part(b, bt, prefix, i))
         elif bt.endswith(("tool_use", "tool_result")):  # the only types that hold an event
-            out.extend(compiled.parts(fmt, b, compiled.at(prefix, i)))
+            out.extend(compiled.parts(fmt, b, prefix, i))
     return out

@@ -15,5 +15,5 @@ from stream_pairer.core.formats.common import Part
 
 def block(b: dict[str, Any], prefix: str, i: int) -> Part | None:
     """The event of block `i` of the content array at `prefix`, if it holds one."""
-    found = compiled.parts("bedrock", b, compiled.at(prefix, i))
+    found = compiled.parts("bedrock", b, prefix, i)
     return found[0] if found else None

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import orjson
 
-from stream_pairer.core.formats.common import CALL, RESULT, Part, where
+from stream_pairer.core.formats.common import CALL, RESULT, Part
 from stream_pairer.core.model import FormatError
 
 # An object orjson cannot write (more than 254 levels) is handed over cut at _KEPT_DEPTH, each
@@ -24,31 +24,47 @@ _KEPT_DEPTH: Final = 40
 _DEEP_LEVELS: Final = 200
 
 
-def parts(shape: str, obj: dict[str, Any], prefix: str, block: dict[str, Any] | None = None) -> list[Part]:
-    """The parts the compiled reader of `shape` finds in `obj` (at `prefix` in its record).
+def _read(shape: str, data: bytes, prefix: str, index: int | None) -> Any:
+    """`_native.read_parts`, imported on first use (core/native.py says what to do when the
+    compiled core is missing; importing the format layer does not need it)."""
+    global _read  # noqa: PLW0603 - replaced by the compiled function itself after the first call
+    from stream_pairer._native import read_parts  # noqa: PLC0415 - see the docstring
+
+    _read = read_parts
+    return read_parts(shape, data, prefix, index)
+
+
+def parts(
+    shape: str,
+    obj: dict[str, Any],
+    prefix: str,
+    index: int | None = None,
+    block: dict[str, Any] | None = None,
+) -> list[Part]:
+    """The parts the compiled reader of `shape` finds in `obj` (at `prefix[index]` in its record:
+    `common.where`'s arguments, worded by the reader only when it refuses the object).
     `block`: the object an event of the whole of `obj` keeps (default `obj` itself), for a caller
     that hands over a variant of the object (a Responses item with its type filled in)."""
     try:
         data = orjson.dumps(obj)
     except orjson.JSONEncodeError:
         data = orjson.dumps(_shallow(obj, _KEPT_DEPTH))  # nested past what orjson writes
-    from stream_pairer import _native  # noqa: PLC0415 - the compiled core; native.py says when it is missing
-
-    found = _native.read_parts(shape, data, prefix)
+    found = _read(shape, data, prefix, index)
     if isinstance(found, tuple):
         raise FormatError(found[0], found[1])
-    whole = (0, len(data))
     out: list[Part] = []
     for is_call, event_id, name, payload, is_error, at, fmt in found:
-        kept = (obj if block is None else block) if at == whole else orjson.loads(data[at[0] : at[1]])
-        out.append((CALL if is_call else RESULT, event_id, name, orjson.loads(payload), is_error, kept, fmt))
+        kept = (obj if block is None else block) if not at else _follow(obj, at)
+        value = None if payload is None else _follow(obj, payload)
+        out.append((CALL if is_call else RESULT, event_id, name, value, is_error, kept, fmt))
     return out
 
 
-def at(prefix: str, index: int | None) -> str:
-    """The prefix a reader takes for the object at `prefix[index]` (`common.where`'s path of it,
-    ending with "."; "" for the record itself)."""
-    return where(prefix, index, None) + "." if prefix or index is not None else ""
+def _follow(obj: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at `path` (keys and indexes, as the reader found it) in `obj`."""
+    for step in path:
+        obj = obj[step]
+    return obj
 
 
 def _shallow(value: Any, depth: int) -> Any:

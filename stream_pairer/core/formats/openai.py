@@ -78,7 +78,7 @@ def responses_item(it: dict[str, Any], t: str, prefix: str, index: int | None) -
     path. Read by the compiled core (native/src/messages/responses.rs `item`, the one reader of
     the shape); a call's `arguments` come back as given and are decoded here, as every format's."""
     typed = it if it.get("type") == t else {**it, "type": t}  # an untyped output item (OpenAI Agents)
-    parts = compiled.parts("openai_responses", typed, compiled.at(prefix, index), it)
+    parts = compiled.parts("openai_responses", typed, prefix, index, it)
     if t in {"function_call", "mcp_call"}:
         parts[:1] = _decoded(parts[:1])
     return parts
