@@ -164,3 +164,13 @@ def feed_messages(
 # pair --state (native/src/pycarry.rs): the engine's memory besides its held events, as JSON bytes.
 def export_memory(core: Core) -> bytes: ...
 def import_memory(core: Core, data: bytes) -> list[Output]: ...
+
+# readers.rs: a shape's compiled reader for the Python format layer (formats/compiled.py).
+# (is_call, id, name, payload path, is_error, block path, format); a path: keys and indexes from
+# the object read (`()`: the object itself; a payload path of None: an absent member, null).
+Path: TypeAlias = tuple[str | int, ...]
+FoundPart: TypeAlias = tuple[bool, str | None, str | None, Path | None, bool | None, Path, str]
+
+def read_parts(
+    shape: str, data: bytes, prefix: str, index: int | None = None
+) -> list[FoundPart] | tuple[str, str]: ...

@@ -2,12 +2,16 @@
 //! read straight from its bytes. Only the fields pairing needs are decoded; `arguments`/`content`
 //! and the record itself (the event's `raw`) are spliced into the output as they are.
 //!
-//! Every check here mirrors stream_pairer/core/formats (canonical.py, common.py) for the inputs it
-//! accepts; an input it is not sure about returns `Err(reason)` and the caller hands the record
-//! to the Python format layer (which also produces every dead letter and its wording).
+//! `part` is the one reader of a canonical event (issue 23): the fast path calls it on the record's
+//! bytes, the Python format layer on a canonical event it meets (a wrapped one, a record whose
+//! bytes orjson would re-encode, one whose record-level fields are left to Python) through
+//! readers.rs. Its refusals are worded dead letters (decline.rs); the record-level checks here
+//! (conversation id, timestamp) mirror formats/common.py for the spellings they accept and
+//! return `Err(reason)` otherwise, handing the record to the Python layer, which words them.
 
 use crate::event::Event;
-use crate::fields::{as_id, as_name, conversation_id, get, record_ts, scalar, FormatCfg, Part};
+use crate::fields::decline::{self, Decline};
+use crate::fields::{conversation_id, get, top_ts, FormatCfg, Part};
 use crate::scan::{self, Member};
 
 /// Reads one record: a top-level canonical event here, the wrapped message shapes in
@@ -38,61 +42,27 @@ pub fn parse(
     if !raw[end..].iter().all(is_ws) {
         return Err("not_canonical");
     }
-    let is_call = match get(&m, b"type").map(|t| &raw[t.start..t.end]) {
-        Some(b"\"tool_call\"") => true,
-        Some(b"\"tool_result\"") => false,
+    match get(&m, b"type").map(|t| &raw[t.start..t.end]) {
+        Some(b"\"tool_call\"" | b"\"tool_result\"") => {}
         Some(
             b"\"function_call\""
             | b"\"function_call_output\""
             | b"\"custom_tool_call\""
-            | b"\"custom_tool_call_output\"",
+            | b"\"custom_tool_call_output\""
+            | b"\"mcp_call\"",
         ) => return crate::messages::responses_item(raw, &m, (start, end), source, key, cfg),
         // A wrapped message (`message` an object) or a record without one (envelope.rs).
         _ if get(&m, b"message").is_some_and(|x| raw[x.start] == b'{') => {
             return crate::messages::parse(raw, &m, source, key, cfg)
         }
         _ => return crate::envelope::parse(raw, &m, source, key, cfg),
-    };
+    }
     if get(&m, b"message").is_some() {
         return Err("other_format"); // its timestamp may come from the message: left to Python
     }
+    let part = part(raw, &m, &raw[start..end], "").map_err(Decline::reason)?;
     let conversation_id = conversation_id(raw, &m, cfg, key)?;
-    let ts_ms = record_ts(raw, &m)?;
-    // On a result `call_id` wins over `id` (canonical.py says why); on a call `id` wins.
-    let (first, second): (&[u8], &[u8]) = if is_call {
-        (b"id", b"call_id")
-    } else {
-        (b"call_id", b"id")
-    };
-    let id_mem = match get(&m, first) {
-        Some(x) if raw[x.start] != b'n' => Some(x),
-        _ => get(&m, second),
-    };
-    let id = as_id(scalar(raw, id_mem))?;
-    let name = as_name(scalar(raw, get(&m, b"name")), is_call)?;
-    let is_error: &[u8] = if is_call {
-        b""
-    } else {
-        match get(&m, b"is_error").map(|x| &raw[x.start..x.end]) {
-            None | Some(b"null") => b"null",
-            Some(b"true") => b"true",
-            Some(b"false") => b"false",
-            _ => return Err("field_type"),
-        }
-    };
-    let payload: &[u8] = match get(&m, if is_call { b"arguments" } else { b"content" }) {
-        Some(x) => &raw[x.start..x.end],
-        None => b"null",
-    };
-    let part = Part {
-        is_call,
-        id,
-        name,
-        payload: payload.into(),
-        is_error,
-        block: &raw[start..end],
-        format: b"canonical",
-    };
+    let ts_ms = top_ts(raw, &m)?;
     Ok(vec![part.event(
         conversation_id,
         ts_ms,
@@ -100,4 +70,53 @@ pub fn parse(
         0,
         raw.len().max(1),
     )])
+}
+
+/// One canonical event (`type` tool_call / tool_result) of the object whose members are `m`;
+/// `block` is the object's bytes, `prefix` its JSON path in the record ("" or "message.").
+/// On a result `call_id` wins over `id` (it can only mean the call answered, whereas logs often
+/// give every event an `id` of its own); on a call `id` wins.
+pub fn part<'a>(
+    b: &'a [u8],
+    m: &[Member],
+    block: &'a [u8],
+    prefix: &str,
+) -> Result<Part<'a>, Decline> {
+    let is_call = match get(m, b"type").map(|t| &b[t.start..t.end]) {
+        Some(b"\"tool_call\"") => true,
+        Some(b"\"tool_result\"") => false,
+        _ => return Err(Decline::Pass("other_format")),
+    };
+    let (mut field, other): (&[u8], &[u8]) = if is_call {
+        (b"id", b"call_id")
+    } else {
+        (b"call_id", b"id")
+    };
+    let id_mem = match get(m, field) {
+        Some(x) if b[x.start] != b'n' => Some(x),
+        _ => {
+            field = other;
+            get(m, other)
+        }
+    };
+    let id = decline::id(b, id_mem, prefix, None, field)?;
+    let name = decline::name(b, get(m, b"name"), prefix, None, b"name", is_call)?;
+    let is_error: &[u8] = if is_call {
+        b""
+    } else {
+        decline::flag(b, get(m, b"is_error"), prefix, None, b"is_error")?
+    };
+    let payload: &[u8] = match get(m, if is_call { b"arguments" } else { b"content" }) {
+        Some(x) => &b[x.start..x.end],
+        None => b"null",
+    };
+    Ok(Part {
+        is_call,
+        id,
+        name,
+        payload: payload.into(),
+        is_error,
+        block,
+        format: b"canonical",
+    })
 }

@@ -7,6 +7,7 @@
 //! Completions `choices`) return Err and are read by Python.
 
 use crate::event::Event;
+use crate::fields::decline::Decline;
 use crate::fields::{get, present, FormatCfg};
 use crate::scan::Member;
 
@@ -38,13 +39,13 @@ pub fn parse(
     let start = raw.iter().position(|c| !is_ws(c)).ok_or("empty")?;
     let end = raw.iter().rposition(|c| !is_ws(c)).ok_or("empty")? + 1;
     let parts = if has(b"jsonrpc") {
-        crate::mcp::parse(raw, top, (start, end))?
+        crate::mcp::parse(raw, top, (start, end), "").map_err(Decline::reason)?
     } else if let Some(o) = present(top, raw, b"output") {
         crate::messages::output(raw, o)?
     } else if present(top, raw, b"choices").is_some() {
         return Err("other_format");
     } else if let Some(c) = present(top, raw, b"candidates") {
-        crate::gemini::candidates(raw, c)?
+        crate::gemini::candidates(raw, c, "").map_err(Decline::reason)?
     } else {
         let record = Member {
             key: b"",

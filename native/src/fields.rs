@@ -3,6 +3,8 @@
 //! Below every reader in the crate's dependency graph (they depend on it, it on none of them), so
 //! the readers form a tree: canonical -> envelope -> messages -> gemini / mcp / bedrock -> fields.
 
+pub mod decline;
+
 use crate::event::Event;
 use crate::out::{days_from_civil, write_opt_str, write_ts};
 use crate::scan::{self, Member};
@@ -246,6 +248,20 @@ pub fn record_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
         return ms.map(Some).ok_or("ts");
     }
     Ok(None)
+}
+
+/// `_record_time` of a record without a `message` member: its own time, else the time of the
+/// `request` object beside it (a wire exchange's, Python reads it there too).
+pub fn top_ts(b: &[u8], m: &[Member]) -> Result<Option<f64>, &'static str> {
+    if let Some(ts) = record_ts(b, m)? {
+        return Ok(Some(ts));
+    }
+    match get(m, b"request") {
+        Some(r) if b[r.start] == b'{' => {
+            record_ts(b, &scan::members(b, r.start).ok_or("not_canonical")?)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// `as_name`: the trimmed name; a call needs one (Python raises: left to it).

@@ -21,6 +21,7 @@ mod probes;
 mod pycarry;
 mod pyout;
 mod pytag;
+mod readers;
 mod scan;
 mod tagging;
 #[cfg(test)]

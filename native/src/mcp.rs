@@ -1,33 +1,53 @@
-//! The fast path for MCP JSON-RPC messages: `tools/call` requests (calls, by request `id`) and
-//! their responses (results: `result.content` / `isError` / `structuredContent`, or an `error`
-//! member, a failed result). Mirrors `mcp.parse` (stream_pairer/core/formats/mcp.py). Messages
-//! without a tool event (other methods, notifications, other results) return no part and the
-//! caller hands the record to Python (which counts it as skipped); a shape Python refuses
-//! returns Err.
+//! The one reader of MCP JSON-RPC messages (issue 23): `tools/call` requests (calls, by request
+//! `id`) and their responses (results: `result.content` / `isError` / `structuredContent`, or an
+//! `error` member, a failed result). The fast path calls it on a record's bytes; the Python
+//! format layer (formats/mcp.py) on every MCP message it meets, through readers.rs.
+//!
+//! A response does not name its method, so it is a tool result when it looks like one: `result`
+//! holds a `content` array, `isError` or `structuredContent`. Results of other methods
+//! (`initialize`, `tools/list`, `ping`, a sampling response whose `content` is a single object)
+//! and requests other than `tools/call` (including notifications) carry no tool event: no part.
+//! An `error` response is a failed result (is_error true, payload = the error object): it is not
+//! possible to tell from the response alone that its request was not a `tools/call`; if it was
+//! not, it ends as an orphan result, never silently dropped. Refusals are worded dead letters.
 
-use crate::fields::{as_id, as_name, field, get, present, scalar, Part};
+use crate::fields::decline::{self, missing, wrong_type, Decline};
+use crate::fields::{field, get, present, Part};
 use crate::scan::{self, Member};
+use crate::vocab::dead_letter_reason::{MISSING_FIELD, UNKNOWN_SHAPE};
 
-/// `mcp.parse(m)`; `msg` is the message's byte range (every event's block is the whole message).
+/// The parts of one JSON-RPC message: `mm` its members, `msg` its byte range (every event's
+/// block is the whole message), `prefix` its JSON path in the record ("" or "message.").
 pub fn parse<'a>(
     b: &'a [u8],
     mm: &[Member<'a>],
     msg: (usize, usize),
-) -> Result<Vec<Part<'a>>, &'static str> {
+    prefix: &str,
+) -> Result<Vec<Part<'a>>, Decline> {
     let block = &b[msg.0..msg.1];
+    let id = |at: Option<&Member>| decline::id(b, at, prefix, None, b"id");
     if let Some(method) = present(mm, b, b"method") {
         if &b[method.start..method.end] != b"\"tools/call\"" {
             return Ok(Vec::new());
         }
-        let params = present(mm, b, b"params").ok_or("missing_field")?;
+        let Some(params) = present(mm, b, b"params") else {
+            let what = "a tools/call request needs params.name";
+            return Err(missing(MISSING_FIELD, prefix, None, b"params", what));
+        };
         if b[params.start] != b'{' {
-            return Err("field_type");
+            return Err(wrong_type(
+                &b[params.start..params.end],
+                prefix,
+                None,
+                b"params",
+                "an object",
+            ));
         }
         let pm = scan::members(b, params.start).ok_or("not_canonical")?;
         return Ok(vec![Part {
             is_call: true,
-            id: as_id(scalar(b, get(mm, b"id")))?,
-            name: as_name(scalar(b, get(&pm, b"name")), true)?,
+            id: id(get(mm, b"id"))?,
+            name: decline::name(b, get(&pm, b"name"), prefix, None, b"params.name", true)?,
             payload: field(b, &pm, b"arguments").into(),
             is_error: b"",
             block,
@@ -37,7 +57,7 @@ pub fn parse<'a>(
     if let Some(error) = present(mm, b, b"error") {
         return Ok(vec![Part {
             is_call: false,
-            id: as_id(scalar(b, get(mm, b"id")))?,
+            id: id(get(mm, b"id"))?,
             name: None,
             payload: (&b[error.start..error.end]).into(),
             is_error: b"true",
@@ -46,7 +66,11 @@ pub fn parse<'a>(
         }]);
     }
     let Some(result) = get(mm, b"result") else {
-        return Err("unknown_shape"); // none of method, result, error: Python's dead letter
+        let detail = format!(
+            "{} is a JSON-RPC message with none of method, result, error",
+            decline::at(prefix, None, b"")
+        );
+        return Err(Decline::Dead(UNKNOWN_SHAPE, UNKNOWN_SHAPE, detail));
     };
     if b[result.start] != b'{' {
         return Ok(Vec::new()); // `"result" in m`: a response of another method
@@ -58,10 +82,10 @@ pub fn parse<'a>(
     if !(is_list || is_error_member.is_some() || get(&rm, b"structuredContent").is_some()) {
         return Ok(Vec::new()); // initialize, tools/list, a sampling response ...
     }
-    let is_error: &[u8] = match is_error_member.map(|x| &b[x.start..x.end]) {
-        None | Some(b"null" | b"false") => b"false",
-        Some(b"true") => b"true",
-        Some(_) => return Err("field_type"),
+    let is_error: &[u8] = match decline::flag(b, is_error_member, prefix, None, b"result.isError")?
+    {
+        b"true" => b"true",
+        _ => b"false", // bool(None) is False
     };
     let payload = match present(&rm, b, b"content") {
         Some(c) => &b[c.start..c.end],
@@ -69,7 +93,7 @@ pub fn parse<'a>(
     };
     Ok(vec![Part {
         is_call: false,
-        id: as_id(scalar(b, get(mm, b"id")))?,
+        id: id(get(mm, b"id"))?,
         name: None,
         payload: payload.into(),
         is_error,

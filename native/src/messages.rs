@@ -7,19 +7,22 @@
 //! for those shapes; any other shape, or a value whose reading is not certain here, returns Err
 //! and goes to Python. Records without a `message` object are read by envelope.rs.
 
+pub mod anthropic;
+pub mod chat;
+pub mod responses;
+
 use std::borrow::Cow;
 
 use crate::event::Event;
-use crate::fields::{
-    as_id, as_name, conversation_id, field, get, present, record_ts, scalar, FormatCfg, Part,
-};
+use crate::fields::decline::Decline;
+use crate::fields::{conversation_id, get, present, record_ts, top_ts, FormatCfg, Part};
 use crate::scan::{self, Member};
 
 fn is_obj(b: &[u8], x: &Member) -> bool {
     b[x.start] == b'{'
 }
 
-/// A top-level OpenAI Responses tool item (`openai.responses_item`, all but `mcp_call`).
+/// A top-level OpenAI Responses tool item (`openai.responses_item`, responses.rs).
 pub fn responses_item(
     raw: &[u8],
     top: &[Member],
@@ -28,47 +31,12 @@ pub fn responses_item(
     key: Option<&str>,
     cfg: &FormatCfg,
 ) -> Result<Vec<Event>, &'static str> {
-    let t = get(top, b"type")
-        .map(|t| &raw[t.start..t.end])
-        .ok_or("other_format")?;
     if get(top, b"message").is_some() {
         return Err("other_format"); // its timestamp may come from the message: left to Python
     }
-    let id = as_id(scalar(raw, get(top, b"call_id")))?;
-    let part = match t {
-        b"\"function_call\"" | b"\"custom_tool_call\"" => Part {
-            is_call: true,
-            id,
-            name: as_name(scalar(raw, get(top, b"name")), true)?,
-            payload: if t == b"\"function_call\"" {
-                arguments(raw, get(top, b"arguments"))?
-            } else {
-                field(raw, top, b"input").into()
-            },
-            is_error: b"",
-            block: &raw[block.0..block.1],
-            format: b"openai_responses",
-        },
-        b"\"function_call_output\"" | b"\"custom_tool_call_output\"" => Part {
-            is_call: false,
-            id,
-            name: None,
-            payload: field(raw, top, b"output").into(),
-            is_error: b"null",
-            block: &raw[block.0..block.1],
-            format: b"openai_responses",
-        },
-        _ => return Err("other_format"),
-    };
-    let conversation_id = conversation_id(raw, top, cfg, key)?;
-    let ts_ms = record_ts(raw, top)?;
-    Ok(vec![part.event(
-        conversation_id,
-        ts_ms,
-        source,
-        0,
-        raw.len().max(1),
-    )])
+    let parts = responses::item(raw, top, block, "", None, Args::Decode);
+    let parts = parts.map_err(Decline::reason)?;
+    events(raw, top, None, parts, source, key, cfg)
 }
 
 pub fn parse(
@@ -101,8 +69,9 @@ pub fn parse(
 }
 
 /// The events of a record's parts, each stamped with the record's conversation id and time (the
-/// top level's, else `inner`'s: a wrapped message's own timestamp) and an equal share of its size.
-/// Shared by the wrapped (`parse`) and unwrapped (envelope.rs) readers; no parts is Err
+/// top level's, else `inner`'s: a wrapped message's own timestamp, or without one a `request`
+/// object's) and an equal share of its size. Shared by the wrapped (`parse`), unwrapped
+/// (envelope.rs) and Responses item readers; no parts is Err
 /// `no_events` (Python counts the record as skipped, or marks a request start).
 pub fn events(
     raw: &[u8],
@@ -117,10 +86,12 @@ pub fn events(
         return Err("no_events");
     }
     let conversation_id = conversation_id(raw, top, cfg, key)?;
-    let ts_ms = match (record_ts(raw, top)?, inner) {
-        (Some(ts), _) => Some(ts),
-        (None, Some(inner)) => record_ts(raw, inner)?,
-        (None, None) => None,
+    let ts_ms = match inner {
+        Some(inner) => match record_ts(raw, top)? {
+            Some(ts) => Some(ts),
+            None => record_ts(raw, inner)?,
+        },
+        None => top_ts(raw, top)?, // (envelope.rs hands over records with a `request` first)
     };
     let size = (raw.len() / parts.len()).max(1);
     Ok(parts
@@ -144,7 +115,7 @@ fn dispatch_inner<'a>(
         _ => return Err("other_format"),
     }
     if get(mm, b"jsonrpc").is_some() {
-        return crate::mcp::parse(b, mm, (msg.start, msg.end));
+        return crate::mcp::parse(b, mm, (msg.start, msg.end), "message.").map_err(Decline::reason);
     }
     if let Some(o) = present(mm, b, b"output") {
         return output(b, o);
@@ -153,7 +124,7 @@ fn dispatch_inner<'a>(
         return Err("other_format");
     }
     if let Some(c) = present(mm, b, b"candidates") {
-        return crate::gemini::candidates(b, c);
+        return crate::gemini::candidates(b, c, "").map_err(Decline::reason);
     }
     message(b, mm, msg, b"anthropic")
 }
@@ -181,59 +152,27 @@ pub fn message<'a>(
     anthropic_format: &'static [u8],
 ) -> Result<Vec<Part<'a>>, &'static str> {
     if get(mm, b"parts").is_some() {
-        return crate::gemini::parts(b, mm);
+        return crate::gemini::parts(b, mm, "").map_err(Decline::reason);
     }
+    let at = (msg.start, msg.end);
+    let decode = Args::Decode;
     if let Some(tc) = present(mm, b, b"tool_calls") {
-        return chat_calls(b, tc);
+        return chat::calls(b, tc, "", decode).map_err(Decline::reason);
     }
     if let Some(fc) = present(mm, b, b"function_call") {
-        // The legacy functions API: no ids at all, the whole message is the block.
-        if !is_obj(b, fc) {
-            return Err("field_type");
-        }
-        let fm = scan::members(b, fc.start).ok_or("not_canonical")?;
-        return Ok(vec![Part {
-            is_call: true,
-            id: None,
-            name: as_name(scalar(b, get(&fm, b"name")), true)?,
-            payload: arguments(b, get(&fm, b"arguments"))?,
-            is_error: b"",
-            block: &b[msg.start..msg.end],
-            format: b"openai_legacy",
-        }]);
+        return chat::legacy_call(b, fc, at, "", decode).map_err(Decline::reason);
     }
     let role = get(mm, b"role").map(|r| &b[r.start..r.end]);
     if role == Some(b"\"tool\"") {
-        if get(mm, b"function").is_some() || get(mm, b"error").is_some() {
-            return Err("other_format"); // Inspect AI's tool message: name and outcome read in Python
-        }
-        if present(mm, b, b"tool_call_id").is_none()
-            && (get(mm, b"tool_call_ids").is_some()
-                || get(mm, b"content").is_some_and(|c| b[c.start] == b'['))
+        if get(mm, b"tool_call_id").is_none()
+            && get(mm, b"content").is_some_and(|c| b[c.start] == b'[')
         {
-            // SWE-agent's list of ids, the Vercel AI SDK's `tool-result` parts: read in Python
-            return Err("other_format");
+            return Err("other_format"); // the Vercel AI SDK's `tool-result` parts: read in Python
         }
-        return Ok(vec![Part {
-            is_call: false,
-            id: as_id(scalar(b, get(mm, b"tool_call_id")))?,
-            name: as_name(scalar(b, get(mm, b"name")), false)?,
-            payload: field(b, mm, b"content").into(),
-            is_error: b"null",
-            block: &b[msg.start..msg.end],
-            format: b"openai_chat",
-        }]);
+        return chat::result(b, mm, at, "").map_err(Decline::reason);
     }
     if role == Some(b"\"function\"") {
-        return Ok(vec![Part {
-            is_call: false,
-            id: None,
-            name: as_name(scalar(b, get(mm, b"name")), false)?,
-            payload: field(b, mm, b"content").into(),
-            is_error: b"null",
-            block: &b[msg.start..msg.end],
-            format: b"openai_legacy",
-        }]);
+        return chat::legacy_result(b, mm, at, "").map_err(Decline::reason);
     }
     match get(mm, b"content") {
         Some(c) if b[c.start] == b'[' => match anthropic_blocks(b, c, anthropic_format) {
@@ -243,8 +182,6 @@ pub fn message<'a>(
         _ => Err("other_format"),
     }
 }
-
-const CALL_TYPES: [&[u8]; 3] = [b"\"tool_use\"", b"\"server_tool_use\"", b"\"mcp_tool_use\""];
 
 fn anthropic_blocks<'a>(
     b: &'a [u8],
@@ -263,64 +200,36 @@ fn anthropic_blocks<'a>(
         if bt[0] != b'"' {
             return Err(crate::bedrock::UNTYPED); // Bedrock blocks (no type) or a wrong type
         }
-        if CALL_TYPES.contains(&bt) {
-            out.push(Part {
-                is_call: true,
-                id: as_id(scalar(b, get(&bm, b"id")))?,
-                name: as_name(scalar(b, get(&bm, b"name")), true)?,
-                payload: field(b, &bm, b"input").into(),
-                is_error: b"",
-                block: &b[s..e],
-                format: fmt,
-            });
-        } else if bt == b"\"tool_result\"" || bt.ends_with(b"_tool_result\"") {
-            let content = field(b, &bm, b"content");
-            let is_error: &[u8] = match field(b, &bm, b"is_error") {
-                b"null" if content[0] == b'{' => return Err("other_format"), // a `*_error` object?
-                b"null" => b"false",
-                f @ (b"true" | b"false") => f,
-                _ => return Err("field_type"),
-            };
-            out.push(Part {
-                is_call: false,
-                id: as_id(scalar(b, get(&bm, b"tool_use_id")))?,
-                name: None,
-                payload: content.into(),
-                is_error,
-                block: &b[s..e],
-                format: fmt,
-            });
+        if anthropic::VERCEL_TYPES.contains(&bt) {
+            return Err("other_format"); // a Vercel AI SDK part: read in Python
+        }
+        let found = anthropic::block(b, &bm, (s, e), "", None, fmt);
+        if let Some(part) = found.map_err(Decline::reason)? {
+            out.push(part);
         }
     }
     Ok(out)
 }
 
-fn chat_calls<'a>(b: &'a [u8], tool_calls: &Member) -> Result<Vec<Part<'a>>, &'static str> {
-    if b[tool_calls.start] != b'[' {
-        return Err("field_type");
+/// How a call's `arguments` (a JSON text) reach the event: decoded here (the fast path:
+/// `messages::arguments`, which leaves what it cannot decode exactly to Python) or as they are
+/// (readers.rs: Python's `decode_arguments` then decodes them, as it does for every format).
+#[derive(Clone, Copy, PartialEq)]
+pub enum Args {
+    Decode,
+    AsGiven,
+}
+
+/// A call's `arguments` member as `args` says (absent: null).
+pub fn call_arguments<'a>(
+    b: &'a [u8],
+    m: Option<&Member>,
+    args: Args,
+) -> Result<Cow<'a, [u8]>, Decline> {
+    match args {
+        Args::Decode => Ok(arguments(b, m)?),
+        Args::AsGiven => Ok(m.map_or(&b"null"[..], |x| &b[x.start..x.end]).into()),
     }
-    let mut out = Vec::new();
-    for (s, e) in scan::elements(b, tool_calls.start).ok_or("not_canonical")? {
-        if b[s] != b'{' {
-            return Err("field_type");
-        }
-        let tm = scan::members(b, s).ok_or("not_canonical")?;
-        let f = present(&tm, b, b"function")
-            .filter(|x| is_obj(b, x))
-            .ok_or("other_format")?;
-        let fm = scan::members(b, f.start).ok_or("not_canonical")?;
-        let payload = arguments(b, get(&fm, b"arguments"))?;
-        out.push(Part {
-            is_call: true,
-            id: as_id(scalar(b, get(&tm, b"id")))?,
-            name: as_name(scalar(b, get(&fm, b"name")), true)?,
-            payload,
-            is_error: b"",
-            block: &b[s..e],
-            format: b"openai_chat",
-        });
-    }
-    Ok(out)
 }
 
 /// `decode_arguments(value)` of an `arguments` member (absent: null).

@@ -90,5 +90,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(classify_result, m)?)?;
     m.add_function(wrap_pyfunction!(input_rejection, m)?)?;
     m.add_function(wrap_pyfunction!(vocabulary, m)?)?;
-    Ok(())
+    crate::readers::register(m) // the compiled readers, for the Python format layer
 }

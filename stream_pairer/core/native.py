@@ -11,8 +11,12 @@ The fast path reads canonical events, Anthropic / Claude Code, OpenAI Chat / leg
 items, Bedrock Converse, Gemini and MCP records (README, "Compiled core"). A record it does not
 read (another format, a record without tool events, a value orjson would re-encode differently, a
 timestamp spelling it does not parse, anything that becomes a dead letter) goes through the
-Python format readers (`parse_record`) and its events into the same compiled state;
-`fallthrough` counts those records by reason.
+Python format layer (`parse_record`) and its events into the same compiled state;
+`fallthrough` counts those records by reason. Which language reads which shape: canonical
+events, MCP messages, Bedrock blocks, Gemini contents / responses, Anthropic (and Claude Code)
+tool blocks, OpenAI Chat, legacy and Responses messages and items, every shape the fast path
+reads, have one reader, in Rust (the Python layer hands it the objects it meets:
+formats/compiled.py, dead letters worded there); every other format is read by Python alone.
 
 It satisfies what the adapters need: `info` and `reject` for the file reader, the
 PipelineObserver, the replay mode of a checkpointed rebuild, and `StreamPipeline`

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from stream_pairer.core.dedup import HistoryDedup
-from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo, parse_record
+from stream_pairer.core.formats import DEFAULT_CONFIG, RESENT_FORMATS, FormatConfig, RecordInfo
 from stream_pairer.core.model import FormatError, Source, ToolEvent, dead_letter
 from stream_pairer.core.pipeline import (
     HeldChanges,
@@ -24,6 +24,7 @@ from stream_pairer.core.pipeline import (
 )
 from stream_pairer.core.vocab import DeadLetterReason, OrphanReason, Record
 from tests.reference.engine import Engine
+from tests.reference.formats import parse_record  # the oracle readers (issue 23)
 
 
 def _position(event: ToolEvent) -> tuple[int, int]:

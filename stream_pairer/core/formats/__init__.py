@@ -22,6 +22,15 @@ specific first; no parser is ever tried "to see if it works". The shapes recogni
 A readable record of a known shape without tool events returns []; anything else raises
 `FormatError` with a stable `reason` and a `detail` naming the offending field. Markers (see
 `common.MARK_*`) never become events: `parse_record` reports them in the caller's `RecordInfo`.
+
+Which language reads which shape (issue 23: each shape has one reader): canonical events, MCP
+JSON-RPC messages, Bedrock Converse blocks, Gemini contents and responses, Anthropic tool blocks
+and the OpenAI Chat, legacy and Responses shapes are read in Rust, by the readers the compiled
+core's fast path uses (native/src/canonical.rs, mcp.rs, bedrock.rs, gemini.rs, messages/
+anthropic.rs, chat.rs, responses.rs); their modules here hand them the decoded object through
+`compiled.parts`, and their former Python readers are the oracle in tests/reference/formats.
+Every other format is read here, and so are the dispatch, the walks over content and `output`
+arrays, markers and record-level fields (conversation id, time, limits, `decode_arguments`).
 """
 
 from __future__ import annotations
@@ -423,9 +432,8 @@ def _dispatch(d: dict[str, Any], prefix: str, top: bool) -> list[Part]:
     choices = d.get("choices")
     if choices is not None:
         return _choices(choices, prefix)
-    candidates = d.get("candidates")
-    if candidates is not None:
-        return _candidates(candidates, prefix)
+    if d.get("candidates") is not None:
+        return gemini.candidates(d, prefix)
     return _message(d, prefix, "anthropic")
 
 
@@ -527,22 +535,6 @@ def _choices(choices: object, prefix: str) -> list[Part]:
             "a Chat Completions streaming chunk (choices[].delta): tool call arguments arrive in "
             "fragments; log the assembled message instead",
         )
-    return out
-
-
-def _candidates(candidates: object, prefix: str) -> list[Part]:
-    if type(candidates) is not list:
-        raise wrong_type(candidates, prefix, None, "candidates", "an array")
-    out: list[Part] = []
-    for i, cand in enumerate(candidates):
-        if type(cand) is not dict:
-            raise wrong_type(cand, f"{prefix}candidates", i, None, "a candidate object")
-        content = cand.get("content")
-        if content is None:
-            continue  # e.g. a candidate blocked by a safety filter
-        if type(content) is not dict:
-            raise wrong_type(content, f"{prefix}candidates", i, "content", "an object")
-        out.extend(gemini.parts(content, f"{prefix}candidates[{i}].content."))
     return out
 
 

@@ -1,75 +1,27 @@
 """Gemini `Content` objects: `{role, parts: [{functionCall: {name, args, id?}} |
-{functionResponse: {name, response, id?}} | {text} ...]}`.
+{functionResponse: {name, response, id?}} | {text} ...]}`, and `generateContent` responses
+(`candidates[].content`).
 
 The REST API writes camelCase; the Python SDK's `model_dump()` writes snake_case
 (`function_call`, `function_response`): both are read. Gemini ids are optional; without them
-results pair FIFO, preferring the oldest open call with the same function name.
+results pair FIFO, preferring the oldest open call with the same function name. Read by the
+compiled core (native/src/gemini.rs, the one reader of the shapes; issue 23), through
+`compiled.parts`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
-from stream_pairer.core.formats.common import CALL, RESULT, Part, as_id, as_name, wrong_type
-
-# (key, id path, name path) for both spellings, so that error paths cost nothing on the happy path.
-_CALL: Final = ("functionCall", "functionCall.id", "functionCall.name")
-_CALL_SNAKE: Final = ("function_call", "function_call.id", "function_call.name")
-_RESPONSE: Final = ("functionResponse", "functionResponse.id", "functionResponse.name")
-_RESPONSE_SNAKE: Final = ("function_response", "function_response.id", "function_response.name")
+from stream_pairer.core.formats import compiled
+from stream_pairer.core.formats.common import Part
 
 
 def parts(content: dict[str, Any], prefix: str) -> list[Part]:
-    items = content.get("parts")
-    if items is None:
-        return []
-    if type(items) is not list:
-        raise wrong_type(items, prefix, None, "parts", "an array")
-    out: list[Part] = []
-    path = prefix + "parts"
-    for i, p in enumerate(items):
-        if type(p) is not dict:
-            raise wrong_type(p, path, i, None, "a part object")
-        fc = p.get("functionCall")
-        keys = _CALL
-        if fc is None:
-            fc = p.get("function_call")
-            keys = _CALL_SNAKE
-        if fc is not None:
-            if type(fc) is not dict:
-                raise wrong_type(fc, path, i, keys[0], "an object")
-            out.append(
-                (
-                    CALL,
-                    as_id(fc.get("id"), path, i, keys[1]),
-                    as_name(fc.get("name"), path, i, keys[2], True),
-                    fc.get("args"),
-                    None,
-                    p,
-                    "gemini",
-                )
-            )
-            continue
-        fr = p.get("functionResponse")
-        keys = _RESPONSE
-        if fr is None:
-            fr = p.get("function_response")
-            keys = _RESPONSE_SNAKE
-        if fr is not None:
-            if type(fr) is not dict:
-                raise wrong_type(fr, path, i, keys[0], "an object")
-            response = fr.get("response")
-            # Gemini's convention: {"output": ...} on success, {"error": ...} on failure.
-            is_error = type(response) is dict and response.get("error") is not None
-            out.append(
-                (
-                    RESULT,
-                    as_id(fr.get("id"), path, i, keys[1]),
-                    as_name(fr.get("name"), path, i, keys[2], False),
-                    response,
-                    is_error,
-                    p,
-                    "gemini",
-                )
-            )
-    return out
+    """The tool events of a content object's `parts` ([] for none)."""
+    return compiled.parts("gemini", content, prefix)
+
+
+def candidates(response: dict[str, Any], prefix: str) -> list[Part]:
+    """The tool events of every candidate's content in a response with `candidates`."""
+    return compiled.parts("gemini_candidates", response, prefix)

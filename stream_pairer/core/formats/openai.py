@@ -12,20 +12,19 @@ Responses API items.
   reasoning, built-in tool calls that the platform runs itself) carry no event.
 
 Arguments arrive as a JSON string; `decode_arguments` turns them into an object when they are one.
+Every shape here is read by the compiled core (native/src/messages/chat.rs, responses.rs; issue
+23: one reader per shape), through `compiled.parts`; this module walks a Responses `output` array
+and decodes the calls' arguments.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from stream_pairer.core.formats import compiled
 from stream_pairer.core.formats.common import (
-    CALL,
-    RESULT,
     Part,
-    as_id,
-    as_name,
     decode_arguments,
-    missing,
     wrong_type,
 )
 
@@ -49,140 +48,40 @@ RESPONSES_QUIET_ITEMS: Final = frozenset(
 
 
 def chat_calls(tool_calls: object, prefix: str) -> list[Part]:
-    if type(tool_calls) is not list:
-        raise wrong_type(tool_calls, prefix, None, "tool_calls", "an array")
-    out: list[Part] = []
-    tp = f"{prefix}tool_calls"
-    for i, tc in enumerate(tool_calls):
-        if type(tc) is not dict:
-            raise wrong_type(tc, tp, i, None, "a tool call object")
-        fn = tc.get("function")
-        if type(fn) is str:
-            # Inspect AI's ToolCall: `{id, function: "name", arguments: {...}}` (already decoded).
-            out.append(
-                (
-                    CALL,
-                    as_id(tc.get("id"), tp, i, "id"),
-                    as_name(fn, tp, i, "function", True),
-                    decode_arguments(tc.get("arguments")),
-                    None,
-                    tc,
-                    "openai_chat",
-                )
-            )
-            continue
-        if fn is not None:
-            name_field = "function.name"
-            args = fn.get("arguments") if type(fn) is dict else None
-        else:
-            fn = tc.get("custom")  # a custom (free-form grammar) tool: `input` is plain text
-            if fn is None:
-                raise missing(tp, i, "function", "a tool call needs function.name")
-            name_field = "custom.name"
-            args = fn.get("input") if type(fn) is dict else None
-        if type(fn) is not dict:
-            raise wrong_type(fn, tp, i, name_field[:-5], "an object")
-        out.append(
-            (
-                CALL,
-                as_id(tc.get("id"), tp, i, "id"),
-                as_name(fn.get("name"), tp, i, name_field, True),
-                decode_arguments(args),
-                None,
-                tc,
-                "openai_chat",
-            )
-        )
-    return out
+    """The calls of a message's `tool_calls` (the message at `prefix`)."""
+    return _decoded(compiled.parts("openai_chat_calls", {"tool_calls": tool_calls}, prefix))
 
 
 def chat_result(m: dict[str, Any], prefix: str) -> list[Part]:
-    """A `role: "tool"` message. Inspect AI's ChatMessageTool adds `function` (the tool name,
-    when `name` is absent) and `error: {type, message}` when the tool failed: an error outcome."""
-    name_field = "name"
-    name = m.get("name")
-    if name is None and "function" in m:
-        name, name_field = m.get("function"), "function"
-    error = m.get("error")
-    tool_name = as_name(name, prefix, None, name_field, False)
-    is_error = True if error is not None and error is not False else None
-    call_id = as_id(m.get("tool_call_id"), prefix, None, "tool_call_id")
-    if call_id is None and "tool_call_ids" in m:
-        # SWE-agent's history: one observation answers the ids of the action's calls, in a
-        # list. Each id gets its result (the same output): never a FIFO pair when ids are there.
-        ids = m["tool_call_ids"]
-        if type(ids) is not list:
-            raise wrong_type(ids, prefix, None, "tool_call_ids", "an array of ids")
-        found = [as_id(x, prefix, None, f"tool_call_ids[{i}]") for i, x in enumerate(ids)]
-        kept = [x for x in found if x is not None]
-        if kept:
-            return [(RESULT, x, tool_name, m.get("content"), is_error, m, "openai_chat") for x in kept]
-    return [(RESULT, call_id, tool_name, m.get("content"), is_error, m, "openai_chat")]
+    """A `role: "tool"` message (Inspect AI's `function` / `error` and SWE-agent's
+    `tool_call_ids` included)."""
+    return compiled.parts("openai_chat_result", m, prefix)
 
 
 def legacy_call(m: dict[str, Any], fc: object, prefix: str) -> list[Part]:
-    if type(fc) is not dict:
-        raise wrong_type(fc, prefix, None, "function_call", "an object")
-    name = as_name(fc.get("name"), prefix, None, "function_call.name", True)
-    return [(CALL, None, name, decode_arguments(fc.get("arguments")), None, m, "openai_legacy")]
+    """The call of a message's `function_call` (`fc`, not null)."""
+    return _decoded(compiled.parts("openai_legacy_call", m, prefix))
 
 
 def legacy_result(m: dict[str, Any], prefix: str) -> list[Part]:
-    name = as_name(m.get("name"), prefix, None, "name", False)
-    return [(RESULT, None, name, m.get("content"), None, m, "openai_legacy")]
+    """A `role: "function"` message."""
+    return compiled.parts("openai_legacy_result", m, prefix)
+
+
+def _decoded(parts: list[Part]) -> list[Part]:
+    """`parts` (calls) with their arguments decoded as every format's are (`decode_arguments`)."""
+    return [(t, i, n, decode_arguments(args), e, b, f) for t, i, n, args, e, b, f in parts]
 
 
 def responses_item(it: dict[str, Any], t: str, prefix: str, index: int | None) -> list[Part]:
-    """One Responses item of a tool type (`t` in RESPONSES_TOOL_ITEMS); `prefix[index]` is its path."""
-    if t == "function_call":
-        return [
-            (
-                CALL,
-                as_id(it.get("call_id"), prefix, index, "call_id"),
-                as_name(it.get("name"), prefix, index, "name", True),
-                decode_arguments(it.get("arguments")),
-                None,
-                it,
-                "openai_responses",
-            )
-        ]
-    if t in {"function_call_output", "custom_tool_call_output"}:
-        return [
-            (
-                RESULT,
-                as_id(it.get("call_id"), prefix, index, "call_id"),
-                None,
-                it.get("output"),
-                None,
-                it,
-                "openai_responses",
-            )
-        ]
-    if t == "custom_tool_call":
-        return [
-            (
-                CALL,
-                as_id(it.get("call_id"), prefix, index, "call_id"),
-                as_name(it.get("name"), prefix, index, "name", True),
-                it.get("input"),
-                None,
-                it,
-                "openai_responses",
-            )
-        ]
-    # mcp_call: the platform ran the call; the item holds arguments and output (or error) together.
-    call_id = as_id(it.get("id"), prefix, index, "id")
-    name = as_name(it.get("name"), prefix, index, "name", True)
-    out: list[Part] = [
-        (CALL, call_id, name, decode_arguments(it.get("arguments")), None, it, "openai_responses")
-    ]
-    error = it.get("error")
-    output = it.get("output")
-    if error is not None:
-        out.append((RESULT, call_id, name, error, True, it, "openai_responses"))
-    elif output is not None:
-        out.append((RESULT, call_id, name, output, False, it, "openai_responses"))
-    return out
+    """One Responses item of a tool type (`t` in RESPONSES_TOOL_ITEMS); `prefix[index]` is its
+    path. Read by the compiled core (native/src/messages/responses.rs `item`, the one reader of
+    the shape); a call's `arguments` come back as given and are decoded here, as every format's."""
+    typed = it if it.get("type") == t else {**it, "type": t}  # an untyped output item (OpenAI Agents)
+    parts = compiled.parts("openai_responses", typed, prefix, index, it)
+    if t in {"function_call", "mcp_call"}:
+        parts[:1] = _decoded(parts[:1])
+    return parts
 
 
 def responses_output(output: list[Any], prefix: str) -> list[Part]:
