@@ -35,7 +35,7 @@ class SidecarConfig:
     max_records: int = 1000
     poll_timeout_s: float = 0.2
     # How long one partition's unconsumed records may hold back the fetches of the other partitions
-    # of its broker (aiokafka's prefetch_backoff, 0.1 s there; fetching.py, issue 25).
+    # of its broker (aiokafka's prefetch_backoff, not passed through by AIOKafkaConsumer; fetching.py).
     prefetch_backoff_s: float = DEFAULT_PREFETCH_BACKOFF_S
     tick_interval_s: float = 1.0
     heap_trim_interval_s: float = DEFAULT_TRIM_INTERVAL_S  # ops/heap.py; 0: never

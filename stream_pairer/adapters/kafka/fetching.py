@@ -2,30 +2,35 @@
 
 Why a module of its own (issue 25): at 5k records/s the at-least-once arrival-to-ack p99 was ~100 ms
 with the pairing engine at ~2.5 ms and the produce step at ~5 ms; the stage histogram put the rest
-in `fetch_wait`. A timeline of the sidecar's fetches (BENCHMARKS.md, "Latency: the next fetch in
-flight") showed two causes, both inside aiokafka 0.14's fetcher, which runs as a task on the same
-event loop as the consume loop:
+in `fetch_wait`. Two behaviours of aiokafka 0.14's fetcher (a task on the consume loop's event loop)
+were suspects; a timeline of the sidecar's fetch requests and interleaved runs (BENCHMARKS.md,
+"Latency: the fetch side") settled them:
 
 * **The next fetch went out only at the next `getmany`.** `getmany` drains the buffered records and
   signals the fetch task, but that task runs only when the loop awaits something that really
   suspends. A loop turn (pairing, handing outputs to the producer) rarely does, so the next fetch
-  request was written only when the turn was over, and every record appended meanwhile waited for
-  the whole turn *plus* a fetch round trip. `hand_off` gives the fetch task the few event-loop
-  steps it needs to write its request before the turn starts, so the broker answers while the
-  records are paired.
-* **One partition's unconsumed records held back every partition of the broker.** The fetcher
-  sends no fetch request at all to a node while any partition led by it has fetched records
-  younger than `prefetch_backoff` (0.1 s, a `Fetcher` argument `AIOKafkaConsumer` does not pass
-  through) that the application has not taken yet: a partition left buffered (a `getmany` that
-  stopped at `max_records`, a partition paused while it is opened or rebuilt) stalled the others
-  for up to 100 ms. `set_prefetch_backoff` sets it on the consumer's fetcher after `start()`
-  (`--prefetch-backoff`, default 0: never hold the others back). What 0 costs: a fetch for the
-  other partitions while one is buffered, i.e. more, smaller fetch requests; a partition's buffer
-  is still never fetched again before it is consumed, so memory is bounded as before.
+  request was written only when the turn was over: the broker's round trip came on top of the
+  turn instead of beside it. `hand_off` gives the fetch task the few event-loop steps it needs to
+  write its request before the turn starts. What it trades: the records of that fetch are the
+  ones that arrived while the turn had just begun, and the ones arriving later in the turn wait
+  for the next fetch; it pays when turns or round trips are long (10k records/s: p99 124 and 191
+  ms against 375 and 204 before), and was even at 5k records/s (p99 50-70 ms both ways).
+* **One partition's unconsumed records hold back every partition of its broker.** The fetcher
+  sends no fetch request to a node while any partition it leads has fetched records younger than
+  `prefetch_backoff` (0.1 s, a `Fetcher` argument `AIOKafkaConsumer` does not pass through) that
+  the application has not taken. `--prefetch-backoff` sets it (`set_prefetch_backoff`, after
+  `start()`), but the default stays aiokafka's 0.1 s: with 0, a fetch for the partitions that came
+  back empty goes out alone while the others' records are being paired, the broker holds it until
+  their next records arrive, and meanwhile the drained partitions cannot be fetched (one request
+  per broker at a time): fetches split into out-of-phase halves, and ack p50 at 5k records/s rose
+  from 9-12 ms to 16-23 ms in three interleaved runs. The sidecar drains every partition each
+  turn (`getmany` of all of them), so the 0.1 s hold rarely applies; lower it only where some
+  partitions stay buffered (a `--max-records` cap reached every turn).
 
-Both reach into aiokafka's private fetcher (`_fetcher`, `_prefetch_backoff`, `_in_flight`); a
-version that renames them is found at start (`set_prefetch_backoff` raises, naming the version)
-and by tests/integration/test_sidecar_fetch_handoff.py, never silently ignored.
+Both reach into aiokafka's private fetcher: a version without `_fetcher._prefetch_backoff` is
+refused at start (`set_prefetch_backoff` raises, naming the version); without `_in_flight`,
+`hand_off` still yields, only never ends early. tests/integration/test_sidecar_fetch_handoff.py
+checks both against the installed aiokafka and a real broker.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from aiokafka import AIOKafkaConsumer
 
 from stream_pairer.errors import ConfigError
 
-DEFAULT_PREFETCH_BACKOFF_S = 0.0  # aiokafka's own: 0.1 (see the module docstring)
+DEFAULT_PREFETCH_BACKOFF_S = 0.1  # aiokafka's own; 0 measured worse (see the module docstring)
 # Event-loop steps the fetch task needs after `getmany` drained its buffers: the wake-up of its
 # wait, the step that builds the request and starts its task, and that task writing it (measured:
 # 2 steps until the request is started, 1 more to write it). Bounded, so a fetcher with nothing to

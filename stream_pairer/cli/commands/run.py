@@ -163,8 +163,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=_default("prefetch_backoff_s"),
         help=(
             "seconds one partition's fetched but not yet paired records may hold back the fetches of "
-            "the other partitions on its broker (aiokafka: 0.1); 0 = never: lower latency for a few "
-            "more, smaller fetch requests"
+            "the other partitions on its broker (aiokafka's prefetch_backoff); lower it only when "
+            "some partitions stay buffered (--max-records reached every turn): 0 splits the fetches "
+            "and measured slower at 5k records/s"
         ),
     )
     add_option(
