@@ -89,3 +89,8 @@ def test_a_negative_prefetch_backoff_is_refused(capsys: pytest.CaptureFixture[st
     assert "--prefetch-backoff" in capsys.readouterr().err
     with pytest.raises(ValueError, match="prefetch_backoff_s"):
         SidecarConfig(bootstrap_servers="b", input_topics=("t",), group_id="g", prefetch_backoff_s=-0.5)
+
+
+def test_no_fetch_ahead_turns_the_hand_off_off() -> None:
+    assert run_config().fetch_ahead is True
+    assert run_config("--no-fetch-ahead").fetch_ahead is False

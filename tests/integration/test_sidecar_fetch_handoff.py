@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+import stream_pairer.adapters.kafka.sidecar as sidecar_module
 from stream_pairer.adapters.kafka.fetching import (
     hand_off,
     prefetch_backoff,
@@ -29,7 +30,7 @@ from stream_pairer.adapters.kafka.fetching import (
 from stream_pairer.errors import ConfigError
 
 from .conftest import TopicFactory
-from .sidecar_support import config, started
+from .sidecar_support import OutputReader, config, event, produce, started
 
 
 def outstanding_fetches(consumer: AIOKafkaConsumer) -> int:
@@ -140,18 +141,39 @@ async def test_prefetch_backoff_decides_whether_one_buffered_partition_holds_bac
         await consumer.stop()
 
 
-async def test_the_sidecar_applies_prefetch_backoff_to_its_consumer(
-    kafka_broker: object, topic_factory: TopicFactory
+def paired(record: dict[str, Any], cid: str) -> bool:
+    return record.get("kind") == "pair" and record["call"]["id"] == cid
+
+
+async def test_the_sidecar_applies_its_fetch_settings(
+    kafka_broker: object, topic_factory: TopicFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`--prefetch-backoff` reaches the consumer's fetcher, and `--no-fetch-ahead` decides whether
+    the loop hands off after a fetch that returned records (its calls counted, the work unchanged)."""
     bootstrap = kafka_broker.bootstrap  # type: ignore[attr-defined]
     topic = await topic_factory(1)
-    for value in (0.0, 0.03):
+    calls: list[int] = []
+
+    async def counted(consumer: AIOKafkaConsumer) -> None:
+        calls.append(1)
+        await hand_off(consumer)
+
+    monkeypatch.setattr(sidecar_module, "hand_off", counted)
+    for n, (value, ahead) in enumerate(((0.0, True), (0.03, False))):
         group = f"g-pf-{uuid.uuid4().hex[:8]}"
-        sidecar = await started(config(bootstrap, topic, group, prefetch_backoff_s=value))
+        cfg = config(bootstrap, topic, group, prefetch_backoff_s=value, fetch_ahead=ahead)
+        sidecar = await started(cfg)
         try:
             consumer = sidecar._consumer
             assert consumer is not None
             assert prefetch_backoff(consumer) == value
+            calls.clear()
+            conv, cid = f"c{n}", f"id{n}"
+            call, result = event(conv, "tool_call", cid), event(conv, "tool_result", cid)
+            await produce(bootstrap, topic, [(conv.encode(), call), (conv.encode(), result)])
+            async with OutputReader(bootstrap, topic) as reader:
+                await reader.until(lambda recs, cid=cid: any(paired(r, cid) for r in recs))
+            assert (len(calls) > 0) is ahead, calls
         finally:
             assert await sidecar.stop()
 

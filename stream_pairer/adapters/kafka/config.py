@@ -37,6 +37,9 @@ class SidecarConfig:
     # How long one partition's unconsumed records may hold back the fetches of the other partitions
     # of its broker (aiokafka's prefetch_backoff, not passed through by AIOKafkaConsumer; fetching.py).
     prefetch_backoff_s: float = DEFAULT_PREFETCH_BACKOFF_S
+    # Send the next fetch as a loop turn starts (fetching.hand_off): latency where turns or round
+    # trips are long, for ~8 % more CPU per record at full speed (BENCHMARKS.md, issue 25).
+    fetch_ahead: bool = True
     tick_interval_s: float = 1.0
     heap_trim_interval_s: float = DEFAULT_TRIM_INTERVAL_S  # ops/heap.py; 0: never
     commit_interval_s: float | None = None  # None: 1 s at-least-once, 0.05 s exactly-once (issue 25)

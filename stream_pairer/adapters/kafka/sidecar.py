@@ -357,7 +357,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin, Committer
                 log.warning("fetch failed (retrying): %s", err)
                 await asyncio.sleep(fetch_backoff.next())
                 continue
-            if batch:
+            if batch and cfg.fetch_ahead:
                 await hand_off(consumer)  # the next fetch goes out now, not after this turn (fetching.py)
             fetched_at = time.monotonic()
             async with self._lock:
