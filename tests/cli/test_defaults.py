@@ -67,3 +67,30 @@ def test_an_option_default_moves_with_its_config_default(monkeypatch: pytest.Mon
     field = SidecarConfig.__dataclass_fields__["max_records"]
     monkeypatch.setattr(field, "default", 7)
     assert build_parser("run").parse_args(["run", *REQUIRED]).max_records == 7
+
+
+# `--prefetch-backoff` (issue 25): fetching.py applies it to the consumer; tests/integration/
+# test_sidecar_fetch_handoff.py checks that on a real broker.
+def run_config(*argv: str) -> SidecarConfig:
+    return config_from_args(build_parser("run").parse_args(["run", *REQUIRED, *argv]))
+
+
+def test_prefetch_backoff_flag_and_variable_set_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_config().prefetch_backoff_s == 0.1  # aiokafka's own (0 measured slower, fetching.py)
+    assert run_config("--prefetch-backoff", "0").prefetch_backoff_s == 0.0
+    monkeypatch.setenv("STREAM_PAIRER_PREFETCH_BACKOFF", "0.02")
+    assert run_config().prefetch_backoff_s == 0.02
+
+
+def test_a_negative_prefetch_backoff_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_config("--prefetch-backoff", "-1")
+    assert exc.value.code == 2
+    assert "--prefetch-backoff" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="prefetch_backoff_s"):
+        SidecarConfig(bootstrap_servers="b", input_topics=("t",), group_id="g", prefetch_backoff_s=-0.5)
+
+
+def test_no_fetch_ahead_turns_the_hand_off_off() -> None:
+    assert run_config().fetch_ahead is True
+    assert run_config("--no-fetch-ahead").fetch_ahead is False

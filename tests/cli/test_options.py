@@ -117,6 +117,7 @@ def test_float_parsers_still_take_ordinary_values() -> None:
         ["run", "--tick-interval", "nan"],
         ["run", "--commit-interval", "nan"],
         ["run", "--poll-timeout", "nan"],
+        ["run", "--prefetch-backoff", "nan"],
         ["run", "--shutdown-timeout", "nan"],
         ["run", "--backoff-max", "nan"],
         ["run", "--ready-timeout", "nan"],

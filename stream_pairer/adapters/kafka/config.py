@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stream_pairer.adapters.kafka.fetching import DEFAULT_PREFETCH_BACKOFF_S
 from stream_pairer.adapters.kafka.security import PLAINTEXT, KafkaSecurity
 from stream_pairer.adapters.kafka.topics import check_template, render_template
 from stream_pairer.core.config import EngineConfig, TaggingConfig
@@ -33,6 +34,12 @@ class SidecarConfig:
     tagger: TaggingConfig | None = None
     max_records: int = 1000
     poll_timeout_s: float = 0.2
+    # How long one partition's unconsumed records may hold back the fetches of the other partitions
+    # of its broker (aiokafka's prefetch_backoff, not passed through by AIOKafkaConsumer; fetching.py).
+    prefetch_backoff_s: float = DEFAULT_PREFETCH_BACKOFF_S
+    # Send the next fetch as a loop turn starts (fetching.hand_off): latency where turns or round
+    # trips are long, for ~8 % more CPU per record at full speed (BENCHMARKS.md, issue 25).
+    fetch_ahead: bool = True
     tick_interval_s: float = 1.0
     heap_trim_interval_s: float = DEFAULT_TRIM_INTERVAL_S  # ops/heap.py; 0: never
     commit_interval_s: float | None = None  # None: 1 s at-least-once, 0.05 s exactly-once (issue 25)
@@ -65,6 +72,8 @@ class SidecarConfig:
         for name in ("poll_timeout_s", "tick_interval_s", "shutdown_timeout_s", "ready_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
+        if self.prefetch_backoff_s < 0:
+            raise ValueError("prefetch_backoff_s must be >= 0")
         if self.heap_trim_interval_s < 0:
             raise ValueError("heap_trim_interval_s must be >= 0")
         if self.commit_interval_s is not None and self.commit_interval_s < 0:

@@ -49,6 +49,7 @@ from stream_pairer.adapters.kafka.committer import BackgroundCommit, CommitterMi
 from stream_pairer.adapters.kafka.config import SidecarConfig
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.errors import classify
+from stream_pairer.adapters.kafka.fetching import hand_off, set_prefetch_backoff
 from stream_pairer.adapters.kafka.health import HealthMixin
 from stream_pairer.adapters.kafka.logs import StateLog
 from stream_pairer.adapters.kafka.partitions import Listener, PartitionsMixin
@@ -312,6 +313,7 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin, Committer
         )
         consumer.subscribe(list(self._origin), listener=Listener(self))
         await consumer.start()
+        set_prefetch_backoff(consumer, cfg.prefetch_backoff_s)  # the fetcher exists from start() on
         if cfg.repartition:
             self._start_rekeyer(sizes)
         self._connected = True
@@ -355,6 +357,8 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin, Committer
                 log.warning("fetch failed (retrying): %s", err)
                 await asyncio.sleep(fetch_backoff.next())
                 continue
+            if batch and cfg.fetch_ahead:
+                await hand_off(consumer)  # the next fetch goes out now, not after this turn (fetching.py)
             fetched_at = time.monotonic()
             async with self._lock:
                 wall_ms = self._wall() * 1000

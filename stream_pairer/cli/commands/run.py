@@ -158,6 +158,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_option(
         k,
+        "--prefetch-backoff",
+        type=non_negative_float,
+        default=_default("prefetch_backoff_s"),
+        help=(
+            "seconds one partition's fetched but not yet paired records may hold back the fetches of "
+            "the other partitions on its broker (aiokafka's prefetch_backoff); lower it only when "
+            "some partitions stay buffered (--max-records reached every turn): 0 splits the fetches "
+            "and measured slower at 5k records/s"
+        ),
+    )
+    add_option(
+        k,
+        "--no-fetch-ahead",
+        action="store_true",
+        default=not _default("fetch_ahead"),
+        help=(
+            "send the next fetch request only when a loop turn has ended, not as it starts: ~8%% less "
+            "CPU per record at full speed, at the price of the fetch round trip on top of every turn"
+        ),
+    )
+    add_option(
+        k,
         "--commit-interval",
         type=non_negative_float,
         default=_default("commit_interval_s"),
@@ -305,6 +327,8 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         tagger=tagger_from_args(args),
         max_records=args.max_records,
         poll_timeout_s=args.poll_timeout,
+        prefetch_backoff_s=args.prefetch_backoff,
+        fetch_ahead=not args.no_fetch_ahead,
         tick_interval_s=args.tick_interval,
         heap_trim_interval_s=args.heap_trim_interval,
         commit_interval_s=args.commit_interval,
