@@ -16,6 +16,11 @@ were suspects; a timeline of the sidecar's fetch requests and interleaved runs (
   for the next fetch; and fetches get smaller, ~8 % more CPU per record at full speed. It pays
   where turns are long (exactly-once, visible p99 lower in 3 of 3 paired runs) and was even for
   at-least-once at 5k records/s; `--no-fetch-ahead` (`SidecarConfig.fetch_ahead`) turns it off.
+  The loop hands off only after a short batch (fewer than `--max-records`): a full one means the
+  fetcher may still hold records and there is nothing to fetch yet. On a quiet machine (BENCHMARKS.md,
+  *Latency targets*) at 5k records/s at-least-once ack p99 was 17-24 ms with it and 27-41 ms
+  without; at full speed it costs CPU (25.1-25.4 us/record against 21.6 without, the sidecar at
+  0.48-0.52 of the passthrough against 0.53): it stays on, for the latency.
 * **One partition's unconsumed records hold back every partition of its broker.** The fetcher
   sends no fetch request to a node while any partition it leads has fetched records younger than
   `prefetch_backoff` (0.1 s, a `Fetcher` argument `AIOKafkaConsumer` does not pass through) that

@@ -357,8 +357,10 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin, Committer
                 log.warning("fetch failed (retrying): %s", err)
                 await asyncio.sleep(fetch_backoff.next())
                 continue
-            if batch and cfg.fetch_ahead:
-                await hand_off(consumer)  # the next fetch goes out now, not after this turn (fetching.py)
+            if batch and cfg.fetch_ahead and sum(map(len, batch.values())) < cfg.max_records:
+                # Caught up (a short batch): the next fetch goes out now, not after this turn. A full
+                # batch means records are still buffered, so there is nothing to fetch yet (fetching.py).
+                await hand_off(consumer)
             fetched_at = time.monotonic()
             async with self._lock:
                 wall_ms = self._wall() * 1000
