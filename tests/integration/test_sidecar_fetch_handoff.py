@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 import stream_pairer.adapters.kafka.sidecar as sidecar_module
 from stream_pairer.adapters.kafka.fetching import (
+    caught_up,
     hand_off,
     prefetch_backoff,
     set_prefetch_backoff,
@@ -63,6 +64,30 @@ async def consumer_of(bootstrap: str, topic: str, **kw: Any) -> AIOKafkaConsumer
     )
     await consumer.start()
     return consumer
+
+
+async def test_caught_up_only_when_a_batch_reaches_the_high_watermark(
+    kafka_broker: object, topic_factory: TopicFactory
+) -> None:
+    """Fetch ahead is for a sidecar that has caught up: a batch that left records behind at the
+    broker (a max_records cut) is not caught up, the one that takes the rest is."""
+    bootstrap = kafka_broker.bootstrap  # type: ignore[attr-defined]
+    topic = await topic_factory(1)
+    await fill(bootstrap, topic, 1, 10)
+    consumer = await consumer_of(bootstrap, topic)
+    try:
+        first: dict[TopicPartition, list[Any]] = {}
+        while not first:
+            first = await consumer.getmany(timeout_ms=5000, max_records=3)
+        assert sum(map(len, first.values())) == 3
+        assert not caught_up(consumer, first)
+        rest: dict[TopicPartition, list[Any]] = {}
+        while sum(map(len, rest.values())) < 7:
+            for tp, msgs in (await consumer.getmany(timeout_ms=5000)).items():
+                rest.setdefault(tp, []).extend(msgs)
+        assert caught_up(consumer, rest)
+    finally:
+        await consumer.stop()
 
 
 async def test_hand_off_sends_the_fetch_a_drained_getmany_asked_for(

@@ -16,11 +16,13 @@ were suspects; a timeline of the sidecar's fetch requests and interleaved runs (
   for the next fetch; and fetches get smaller, ~8 % more CPU per record at full speed. It pays
   where turns are long (exactly-once, visible p99 lower in 3 of 3 paired runs) and was even for
   at-least-once at 5k records/s; `--no-fetch-ahead` (`SidecarConfig.fetch_ahead`) turns it off.
-  The loop hands off only after a short batch (fewer than `--max-records`): a full one means the
-  fetcher may still hold records and there is nothing to fetch yet. On a quiet machine (BENCHMARKS.md,
-  *Latency targets*) at 5k records/s at-least-once ack p99 was 17-24 ms with it and 27-41 ms
-  without; at full speed it costs CPU (25.1-25.4 us/record against 21.6 without, the sidecar at
-  0.48-0.52 of the passthrough against 0.53): it stays on, for the latency.
+  The loop hands off only when it is caught up (`caught_up`: the batch reached every fetched
+  partition's high watermark). Behind, the next records are already waiting at the broker: the
+  next fetch comes back full whenever it is sent, and sending it early only makes fetches smaller.
+  On a quiet machine (BENCHMARKS.md, *Latency targets*) at 5k records/s at-least-once ack p99 was
+  17-24 ms with fetch ahead and 27-41 ms without; at full speed, handing off after every batch
+  shorter than `--max-records`, it cost CPU (25.1-25.4 us/record against 21.6 without, the sidecar
+  at 0.48-0.52 of the passthrough against 0.53), which the caught-up rule is for.
 * **One partition's unconsumed records hold back every partition of its broker.** The fetcher
   sends no fetch request to a node while any partition it leads has fetched records younger than
   `prefetch_backoff` (0.1 s, a `Fetcher` argument `AIOKafkaConsumer` does not pass through) that
@@ -42,10 +44,11 @@ checks both against the installed aiokafka and a real broker.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiokafka
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_pairer.errors import ConfigError
 
@@ -84,6 +87,17 @@ def prefetch_backoff(consumer: AIOKafkaConsumer) -> float:
 def fetch_in_flight(consumer: AIOKafkaConsumer) -> bool:
     """Whether the consumer's fetch task has a request to some broker outstanding."""
     return bool(getattr(getattr(consumer, "_fetcher", None), "_in_flight", None))
+
+
+def caught_up(consumer: AIOKafkaConsumer, batch: Mapping[TopicPartition, Sequence[Any]]) -> bool:
+    """Whether a `getmany` batch took every one of its partitions to the high watermark its fetch
+    reported: only then is the next fetch worth sending early (a partition behind has records
+    waiting at the broker, and its next fetch comes back full whenever it goes out)."""
+    for tp, msgs in batch.items():
+        high = consumer.highwater(tp)
+        if high is None or (msgs and msgs[-1].offset + 1 < high):
+            return False
+    return True
 
 
 async def hand_off(consumer: AIOKafkaConsumer) -> None:

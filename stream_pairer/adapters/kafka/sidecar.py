@@ -49,7 +49,7 @@ from stream_pairer.adapters.kafka.committer import BackgroundCommit, CommitterMi
 from stream_pairer.adapters.kafka.config import SidecarConfig
 from stream_pairer.adapters.kafka.delivery import Backoff, Delivery
 from stream_pairer.adapters.kafka.errors import classify
-from stream_pairer.adapters.kafka.fetching import hand_off, set_prefetch_backoff
+from stream_pairer.adapters.kafka.fetching import caught_up, hand_off, set_prefetch_backoff
 from stream_pairer.adapters.kafka.health import HealthMixin
 from stream_pairer.adapters.kafka.logs import StateLog
 from stream_pairer.adapters.kafka.partitions import Listener, PartitionsMixin
@@ -357,9 +357,9 @@ class Sidecar(SetupMixin, ShutdownMixin, HealthMixin, PartitionsMixin, Committer
                 log.warning("fetch failed (retrying): %s", err)
                 await asyncio.sleep(fetch_backoff.next())
                 continue
-            if batch and cfg.fetch_ahead and sum(map(len, batch.values())) < cfg.max_records:
-                # Caught up (a short batch): the next fetch goes out now, not after this turn. A full
-                # batch means records are still buffered, so there is nothing to fetch yet (fetching.py).
+            if batch and cfg.fetch_ahead and caught_up(consumer, batch):
+                # The next fetch goes out now, not after this turn; only when caught up: behind, the
+                # next records already wait at the broker and an early fetch is a smaller one.
                 await hand_off(consumer)
             fetched_at = time.monotonic()
             async with self._lock:
