@@ -54,6 +54,27 @@ fn read_parts<'py>(
             found.map(Vec::from_iter)
         }
         "gemini" => crate::gemini::parts(data, &m, prefix),
+        // `{"content": [...]}` / `{"output": [...]}`: an array walked (messages/walk.rs); `prefix`
+        // is the array's path, and a Vercel AI SDK part comes back with format "" (read by Python).
+        "anthropic_content" | "claude_code_content" => {
+            let fmt: &'static [u8] = if shape == "anthropic_content" {
+                b"anthropic"
+            } else {
+                b"claude_code"
+            };
+            match crate::fields::present(&m, data, b"content") {
+                Some(c) if data[c.start] == b'[' => {
+                    crate::messages::walk::content(data, c, prefix, fmt)
+                }
+                _ => Err(Decline::Pass("other_format")),
+            }
+        }
+        "openai_responses_output" => match crate::fields::present(&m, data, b"output") {
+            Some(o) if data[o.start] == b'[' => {
+                crate::messages::walk::output(data, o, prefix, Args::AsGiven)
+            }
+            _ => Err(Decline::Pass("other_format")),
+        },
         "openai_chat_calls" => match crate::fields::present(&m, data, b"tool_calls") {
             Some(tc) => crate::messages::chat::calls(data, tc, prefix, Args::AsGiven),
             None => Ok(Vec::new()),
