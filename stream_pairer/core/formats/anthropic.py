@@ -13,17 +13,22 @@ leaves each Vercel part to formats/vercel_ai.py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from stream_pairer.core.formats import compiled, vercel_ai
 from stream_pairer.core.formats.common import Part
+
+# read_parts' walk of a content array, by the blocks' format.
+_WALKS: Final = {"anthropic": "anthropic_content", "claude_code": "claude_code_content"}
 
 
 def blocks(content: list[Any], prefix: str, fmt: str) -> list[Part]:
     """Tool events of a `content` array. `prefix` is the array's path (for error details);
     `fmt` names the blocks' format (`anthropic`, or `claude_code` in a Claude Code line)."""
+    if not content:
+        return []
 
     def vercel(b: dict[str, Any], i: int) -> Part:
         return vercel_ai.model_part(b, b["type"], prefix, i)
 
-    return compiled.parts(f"{fmt}_content", {"content": content}, prefix, elsewhere=vercel)
+    return compiled.parts(_WALKS[fmt], {"content": content}, prefix, elsewhere=vercel)
