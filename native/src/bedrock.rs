@@ -1,39 +1,13 @@
 //! AWS Bedrock Converse content blocks: `{"toolUse": {toolUseId, name, input}}` and
 //! `{"toolResult": {toolUseId, content, status}}` in a message's `content` array (bare, wrapped,
 //! or in a Converse response's `output.message`). `block` is the one reader of a Bedrock block
-//! (issue 23): the fast path calls it, and so does the Python format layer (formats/bedrock.py,
-//! through readers.rs) for the blocks it meets; its refusals are worded dead letters. Bedrock
-//! blocks have no `type`, which is how they are told from Anthropic blocks in the same position;
-//! `blocks` mirrors the untyped-block branch of `anthropic.blocks`: a content array mixing both
-//! kinds, or a value Python would refuse, returns Err (read by Python).
+//! (issue 23): the content walk (messages/walk.rs) calls it for each block without a `type`
+//! (which is how Bedrock blocks are told from Anthropic blocks in the same array), for the fast
+//! path and for the Python format layer alike; its refusals are worded dead letters.
 
 use crate::fields::decline::{self, wrong_type, Decline};
 use crate::fields::{field, get, present, Part};
 use crate::scan::{self, Member};
-
-/// What messages.rs's Anthropic reader returns on a block without a string `type`: the content
-/// array is then read here.
-pub const UNTYPED: &str = "untyped_block";
-
-/// `anthropic.blocks(content)` for an array of untyped (Bedrock) blocks.
-pub fn blocks<'a>(b: &'a [u8], content: &Member) -> Result<Vec<Part<'a>>, &'static str> {
-    let mut out = Vec::new();
-    for (s, e) in scan::elements(b, content.start).ok_or("not_canonical")? {
-        if b[s] != b'{' {
-            return Err("field_type");
-        }
-        let bm = scan::members(b, s).ok_or("not_canonical")?;
-        match get(&bm, b"type").map(|t| b[t.start]) {
-            None | Some(b'n') => {}
-            Some(b'"') => return Err("mixed_blocks"), // an Anthropic block beside Bedrock ones
-            Some(_) => return Err("field_type"),
-        }
-        if let Some(part) = block(b, &bm, (s, e), "", None).map_err(Decline::reason)? {
-            out.push(part);
-        }
-    }
-    Ok(out)
-}
 
 /// `bedrock.block(b, prefix, i)`: the event of one block (members `bm`, bytes `at`), if it holds
 /// one (`toolUse` or `toolResult` present); `prefix[index]` is its JSON path in the record.

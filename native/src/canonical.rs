@@ -44,13 +44,9 @@ pub fn parse(
     }
     match get(&m, b"type").map(|t| &raw[t.start..t.end]) {
         Some(b"\"tool_call\"" | b"\"tool_result\"") => {}
-        Some(
-            b"\"function_call\""
-            | b"\"function_call_output\""
-            | b"\"custom_tool_call\""
-            | b"\"custom_tool_call_output\""
-            | b"\"mcp_call\"",
-        ) => return crate::messages::responses_item(raw, &m, (start, end), source, key, cfg),
+        Some(t) if crate::messages::responses::TOOL_ITEMS.contains(&t) => {
+            return crate::messages::responses_item(raw, &m, (start, end), source, key, cfg)
+        }
         // A wrapped message (`message` an object) or a record without one (envelope.rs).
         _ if get(&m, b"message").is_some_and(|x| raw[x.start] == b'{') => {
             return crate::messages::parse(raw, &m, source, key, cfg)

@@ -1,10 +1,10 @@
 //! The fast path for records that are not wrapped (no `message` object): a bare chat message
 //! (`{conversation_id, role, content | parts | tool_calls ...}`), a Bedrock Converse response
-//! (`output.message`), a Gemini `generateContent` response (`candidates`), and a bare MCP
-//! JSON-RPC message. Mirrors the top-level branch of `_dispatch` (stream_pairer/core/formats/
-//! __init__.py) for records with no `type`; the shapes whose dispatch or timestamp depends on
-//! other members (`request`, OTLP exports, gemini-cli headers, Responses `output` arrays, Chat
-//! Completions `choices`) return Err and are read by Python.
+//! (`output.message`), a Responses response (`output` array, walked by messages/walk.rs), a
+//! Gemini `generateContent` response (`candidates`), and a bare MCP JSON-RPC message. Mirrors
+//! the top-level branch of `_dispatch` (stream_pairer/core/formats/__init__.py) for records with
+//! no `type`; the shapes whose dispatch or timestamp depends on other members (`request`, OTLP
+//! exports, gemini-cli headers, Chat Completions `choices`) return Err and are read by Python.
 
 use crate::event::Event;
 use crate::fields::decline::Decline;

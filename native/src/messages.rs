@@ -10,6 +10,7 @@
 pub mod anthropic;
 pub mod chat;
 pub mod responses;
+pub mod walk;
 
 use std::borrow::Cow;
 
@@ -129,9 +130,12 @@ fn dispatch_inner<'a>(
     message(b, mm, msg, b"anthropic")
 }
 
-/// `{"message": {...}}` of a Bedrock Converse response's `output` (`_message(output.message)`);
-/// any other `output` (a Responses item array, an object without `message`) goes to Python.
+/// A response's `output`: a Responses item array (walk.rs), or `{"message": {...}}` of a
+/// Bedrock Converse response (`_message(output.message)`); any other `output` goes to Python.
 pub fn output<'a>(b: &'a [u8], o: &Member) -> Result<Vec<Part<'a>>, &'static str> {
+    if b[o.start] == b'[' {
+        return walk::output(b, o, "output", Args::Decode).map_err(Decline::reason);
+    }
     if b[o.start] != b'{' {
         return Err("other_format");
     }
@@ -175,40 +179,16 @@ pub fn message<'a>(
         return chat::legacy_result(b, mm, at, "").map_err(Decline::reason);
     }
     match get(mm, b"content") {
-        Some(c) if b[c.start] == b'[' => match anthropic_blocks(b, c, anthropic_format) {
-            Err(crate::bedrock::UNTYPED) => crate::bedrock::blocks(b, c),
-            found => found,
-        },
+        Some(c) if b[c.start] == b'[' => {
+            let parts = walk::content(b, c, "content", anthropic_format);
+            let parts = parts.map_err(Decline::reason)?;
+            if parts.iter().any(|p| p.format == walk::ELSEWHERE) {
+                return Err("other_format"); // a Vercel AI SDK part: read in Python
+            }
+            Ok(parts)
+        }
         _ => Err("other_format"),
     }
-}
-
-fn anthropic_blocks<'a>(
-    b: &'a [u8],
-    content: &Member,
-    fmt: &'static [u8],
-) -> Result<Vec<Part<'a>>, &'static str> {
-    let mut out = Vec::new();
-    for (s, e) in scan::elements(b, content.start).ok_or("not_canonical")? {
-        if b[s] != b'{' {
-            return Err("field_type");
-        }
-        let bm = scan::members(b, s).ok_or("not_canonical")?;
-        let bt = get(&bm, b"type")
-            .map(|t| &b[t.start..t.end])
-            .ok_or(crate::bedrock::UNTYPED)?;
-        if bt[0] != b'"' {
-            return Err(crate::bedrock::UNTYPED); // Bedrock blocks (no type) or a wrong type
-        }
-        if anthropic::VERCEL_TYPES.contains(&bt) {
-            return Err("other_format"); // a Vercel AI SDK part: read in Python
-        }
-        let found = anthropic::block(b, &bm, (s, e), "", None, fmt);
-        if let Some(part) = found.map_err(Decline::reason)? {
-            out.push(part);
-        }
-    }
-    Ok(out)
 }
 
 /// How a call's `arguments` (a JSON text) reach the event: decoded here (the fast path:

@@ -54,6 +54,27 @@ fn read_parts<'py>(
             found.map(Vec::from_iter)
         }
         "gemini" => crate::gemini::parts(data, &m, prefix),
+        // `{"content": [...]}` / `{"output": [...]}`: an array walked (messages/walk.rs); `prefix`
+        // is the array's path, and a Vercel AI SDK part comes back with format "" (read by Python).
+        "anthropic_content" | "claude_code_content" => {
+            let fmt: &'static [u8] = if shape == "anthropic_content" {
+                b"anthropic"
+            } else {
+                b"claude_code"
+            };
+            match crate::fields::present(&m, data, b"content") {
+                Some(c) if data[c.start] == b'[' => {
+                    crate::messages::walk::content(data, c, prefix, fmt)
+                }
+                _ => Err(Decline::Pass("other_format")),
+            }
+        }
+        "openai_responses_output" => match crate::fields::present(&m, data, b"output") {
+            Some(o) if data[o.start] == b'[' => {
+                crate::messages::walk::output(data, o, prefix, Args::AsGiven)
+            }
+            _ => Err(Decline::Pass("other_format")),
+        },
         "openai_chat_calls" => match crate::fields::present(&m, data, b"tool_calls") {
             Some(tc) => crate::messages::chat::calls(data, tc, prefix, Args::AsGiven),
             None => Ok(Vec::new()),
@@ -80,6 +101,10 @@ fn read_parts<'py>(
     match found {
         Ok(parts) => {
             let list = PyList::empty(py);
+            let mut path = Path {
+                spans: vec![whole],
+                steps: Vec::new(),
+            };
             for p in parts {
                 let is_error: Option<bool> = match p.is_error {
                     b"true" => Some(true),
@@ -89,11 +114,12 @@ fn read_parts<'py>(
                 if matches!(p.payload, std::borrow::Cow::Owned(_)) {
                     return Err(PyValueError::new_err("a payload not read from the object"));
                 }
+                let at = within(data, p.block).unwrap_or(whole);
+                let block = PyTuple::new(py, path.to(py, data, at)?)?;
                 let payload = match within(data, &p.payload) {
-                    Some(at) => Some(path_to(py, data, at)?),
+                    Some(v) => Some(PyTuple::new(py, path.to(py, data, v)?)?),
                     None => None, // an absent member: null
                 };
-                let block = path_to(py, data, within(data, p.block).unwrap_or(whole))?;
                 let format = std::str::from_utf8(p.format).unwrap_or("");
                 let item = (p.is_call, p.id, p.name, payload, is_error, block, format);
                 list.append(item.into_pyobject(py)?)?;
@@ -116,38 +142,56 @@ fn within(data: &[u8], part: &[u8]) -> Option<(usize, usize)> {
         .then(|| (at - base, at - base + part.len()))
 }
 
-/// The path (member keys and element indexes) from the object `data` to the value at `target`,
-/// for Python to take that value from the object it holds instead of decoding it again.
-fn path_to<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    target: (usize, usize),
-) -> PyResult<Bound<'py, PyTuple>> {
-    let lost = || PyValueError::new_err("a part outside the object read");
-    let mut steps: Vec<Bound<'py, PyAny>> = Vec::new();
-    let (mut s, mut e) = (0, data.len());
-    while (s, e) != target {
-        let inside = |a: usize, z: usize| a <= target.0 && target.1 <= z;
-        match data[s] {
-            b'{' => {
-                let m = scan::members(data, s).ok_or_else(lost)?;
-                let x = m.iter().find(|x| inside(x.start, x.end)).ok_or_else(lost)?;
-                steps.push(scan::unescape(x.key).into_pyobject(py)?.into_any());
-                (s, e) = (x.start, x.end);
+/// The path (member keys and element indexes) from the object read to a value in it, for Python
+/// to take that value from the object it holds instead of decoding it again. The last path found
+/// is kept (`spans[k]`: where its first k steps lead): the parts of one array share their
+/// steps down to it, which are then not found again.
+struct Path<'py> {
+    spans: Vec<(usize, usize)>,
+    steps: Vec<Bound<'py, PyAny>>,
+}
+
+impl<'py> Path<'py> {
+    fn to(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        target: (usize, usize),
+    ) -> PyResult<&[Bound<'py, PyAny>]> {
+        let lost = || PyValueError::new_err("a part outside the object read");
+        let inside = |(a, z): (usize, usize)| a <= target.0 && target.1 <= z;
+        let k = self
+            .spans
+            .iter()
+            .rposition(|&x| inside(x))
+            .ok_or_else(lost)?;
+        self.spans.truncate(k + 1);
+        self.steps.truncate(k);
+        let (mut s, mut e) = self.spans[k];
+        while (s, e) != target {
+            match data[s] {
+                b'{' => {
+                    let m = scan::members(data, s).ok_or_else(lost)?;
+                    let x = m
+                        .iter()
+                        .find(|x| inside((x.start, x.end)))
+                        .ok_or_else(lost)?;
+                    let key = scan::unescape(x.key).into_pyobject(py)?.into_any();
+                    self.steps.push(key);
+                    (s, e) = (x.start, x.end);
+                }
+                b'[' => {
+                    let el = scan::elements(data, s).ok_or_else(lost)?;
+                    let i = el.iter().position(|&x| inside(x)).ok_or_else(lost)?;
+                    self.steps.push(i.into_pyobject(py)?.into_any());
+                    (s, e) = el[i];
+                }
+                _ => return Err(lost()),
             }
-            b'[' => {
-                let el = scan::elements(data, s).ok_or_else(lost)?;
-                let i = el
-                    .iter()
-                    .position(|&(a, z)| inside(a, z))
-                    .ok_or_else(lost)?;
-                steps.push(i.into_pyobject(py)?.into_any());
-                (s, e) = el[i];
-            }
-            _ => return Err(lost()),
+            self.spans.push((s, e));
         }
+        Ok(&self.steps)
     }
-    PyTuple::new(py, steps)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -359,3 +359,29 @@ def test_read_parts_words_refusals_and_finds_blocks() -> None:
     assert _native.read_parts("gemini", data, "") == found
     with pytest.raises(ValueError, match="no compiled reader"):
         _native.read_parts("langchain", data, "")
+
+
+def test_read_parts_walks_arrays_once() -> None:
+    """The array walks the fast path uses, from Python: each element's refusal worded at its path,
+    Bedrock and Anthropic blocks read in one array, a Vercel part left to Python (format "")."""
+    data = b'{"content":[{"type":"text"},7]}'
+    refused = ("wrong_type", "message.content[1] is an integer, expected a content block object")
+    assert _native.read_parts("anthropic_content", data, "message.content") == refused
+    data = (
+        b'{"content":[{"toolUse":{"toolUseId":"a","name":"n"}},{"type":"tool-call"},'
+        b'{"type":"tool_use","id":"b","name":"m"}]}'
+    )
+    found = _native.read_parts("claude_code_content", data, "content")
+    assert [(p[0], p[1], p[5], p[6]) for p in found] == [
+        (True, "a", ("content", 0), "bedrock"),
+        (False, None, ("content", 1), ""),
+        (True, "b", ("content", 2), "claude_code"),
+    ]
+    data = (
+        b'{"output":[{"type":"reasoning"},'
+        b'{"type":"function_call","call_id":"a","name":"n","arguments":"{}"}]}'
+    )
+    found = [(True, "a", "n", ("output", 1, "arguments"), None, ("output", 1), "openai_responses")]
+    assert _native.read_parts("openai_responses_output", data, "output") == found
+    refused = ("wrong_type", "output[0] is null, expected an item object")
+    assert _native.read_parts("openai_responses_output", b'{"output":[null]}', "output") == refused

@@ -272,11 +272,21 @@ def test_each_fast_format_is_read_without_python(fmt: str) -> None:
         (json.dumps(FAST["canonical"]).encode(), "not_canonical"),  # spaces orjson would drop
         (b'{"conversation_id":"c","candidates":[{"content":{"parts":[]}}]}', "no_events"),  # Gemini
         (b'{"conversation_id":"c","choices":[{"message":{"role":"assistant"}}]}', "other_format"),
-        # a Bedrock block beside an Anthropic one: Python reads both kinds, the fast path neither
+        # a Vercel AI SDK part in a content array: the walk leaves it to Python's reader
         (
-            b'{"conversation_id":"c","role":"assistant","content":[{"type":"text","text":"hi"},'
-            b'{"toolUse":{"toolUseId":"a","name":"n","input":{}}}]}',
-            "mixed_blocks",
+            b'{"conversation_id":"c","role":"assistant","content":[{"type":"tool-call",'
+            b'"toolCallId":"a","toolName":"n","input":{}}]}',
+            "other_format",
+        ),
+        # arguments orjson would write differently: decoded by Python
+        (
+            b'{"conversation_id":"c","output":[{"type":"function_call","call_id":"a","name":"n",'
+            b'"arguments":"{\\"x\\": 1}"}]}',
+            "arguments",
+        ),
+        (
+            b'{"conversation_id":"c","output":[{"type":"function_call","call_id":true,"name":"n"}]}',
+            "field_type",
         ),
         (
             b'{"conversation_id":"c","role":"assistant","content":[{"toolUse":{"toolUseId":"a"}}]}',
@@ -307,6 +317,38 @@ def test_records_handed_to_python_are_counted_by_reason(raw: bytes, reason: str)
     py = Pipeline(Engine())
     assert nat.feed(raw, {"line": 1}) == [orjson.dumps(r) for r in py.feed(raw, {"line": 1})]
     assert nat.fallthrough == {reason: 1}
+
+
+@pytest.mark.parametrize(
+    ("raw", "events"),
+    [
+        # a Bedrock block beside Anthropic ones: the one content walk reads both kinds
+        (
+            b'{"conversation_id":"c","role":"assistant","content":[{"type":"text","text":"hi"},'
+            b'{"toolUse":{"toolUseId":"a","name":"n","input":{}}},{"type":"tool_use","id":"b","name":"m"}]}',
+            2,
+        ),
+        # a Responses `output` array, bare and wrapped: the one output walk, arguments decoded
+        (
+            b'{"conversation_id":"c","output":[{"type":"reasoning"},{"type":"function_call","call_id":"a",'
+            b'"name":"n","arguments":"{\\"x\\":1}"},{"type":"custom_tool_call","call_id":"b","name":"m",'
+            b'"input":"{}"},{"type":"mcp_call","id":"d","name":"k","arguments":"{}","output":"ok"}]}',
+            4,
+        ),
+        (
+            b'{"conversation_id":"c","ts":1,"message":{"output":[{"type":"function_call_output",'
+            b'"call_id":"a","output":"done"}]}}',
+            1,
+        ),
+    ],
+)
+def test_walked_arrays_are_read_without_python(raw: bytes, events: int) -> None:
+    nat = native.NativePipeline()
+    py = Pipeline(Engine())
+    want = [orjson.dumps(r) for r in py.feed(raw, {"line": 1})]
+    assert nat.feed(raw, {"line": 1}) == want
+    assert nat.fallthrough == {}
+    assert sum(nat.summary.events_by_format.values()) == events
 
 
 def test_time_model_scenarios_match() -> None:

@@ -13,6 +13,15 @@ use crate::fields::decline::{self, Decline};
 use crate::fields::{field, get, present, Part};
 use crate::scan::Member;
 
+/// The item types that hold a tool event (`openai.RESPONSES_TOOL_ITEMS`), as JSON.
+pub const TOOL_ITEMS: [&[u8]; 5] = [
+    b"\"function_call\"",
+    b"\"function_call_output\"",
+    b"\"custom_tool_call\"",
+    b"\"custom_tool_call_output\"",
+    b"\"mcp_call\"",
+];
+
 /// The events of one item of a tool type (members `im`, bytes `at`; `prefix[index]` its JSON
 /// path in the record); an item of another type is not claimed (`Decline::Pass`).
 pub fn item<'a>(

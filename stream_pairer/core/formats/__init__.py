@@ -29,8 +29,10 @@ and the OpenAI Chat, legacy and Responses shapes are read in Rust, by the reader
 core's fast path uses (native/src/canonical.rs, mcp.rs, bedrock.rs, gemini.rs, messages/
 anthropic.rs, chat.rs, responses.rs); their modules here hand them the decoded object through
 `compiled.parts`, and their former Python readers are the oracle in tests/reference/formats.
-Every other format is read here, and so are the dispatch, the walks over content and `output`
-arrays, markers and record-level fields (conversation id, time, limits, `decode_arguments`).
+So are the walks over a message's content array and a Responses `output` array (messages/walk.rs,
+through `anthropic.blocks` and `openai.responses_output`). Every other format is read here, and
+so are the dispatch, markers and record-level fields (conversation id, time, limits,
+`decode_arguments`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ reading) and hands it to the same reader (`_native.read_parts`), whose refusals 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -40,11 +41,15 @@ def parts(
     prefix: str,
     index: int | None = None,
     block: dict[str, Any] | None = None,
+    *,
+    elsewhere: Callable[[dict[str, Any], int], Part] | None = None,
 ) -> list[Part]:
     """The parts the compiled reader of `shape` finds in `obj` (at `prefix[index]` in its record:
     `common.where`'s arguments, worded by the reader only when it refuses the object).
     `block`: the object an event of the whole of `obj` keeps (default `obj` itself), for a caller
-    that hands over a variant of the object (a Responses item with its type filled in)."""
+    that hands over a variant of the object (a Responses item with its type filled in).
+    `elsewhere(element, index)`: the part of an array element a walk leaves to Python (format
+    ""; messages/walk.rs), for the shapes that walk an array (`*_content`)."""
     try:
         data = orjson.dumps(obj)
     except orjson.JSONEncodeError:
@@ -55,6 +60,9 @@ def parts(
     out: list[Part] = []
     for is_call, event_id, name, payload, is_error, at, fmt in found:
         kept = (obj if block is None else block) if not at else _follow(obj, at)
+        if not fmt and elsewhere is not None:
+            out.append(elsewhere(kept, at[-1]))
+            continue
         value = None if payload is None else _follow(obj, payload)
         out.append((CALL if is_call else RESULT, event_id, name, value, is_error, kept, fmt))
     return out

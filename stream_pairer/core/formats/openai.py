@@ -12,9 +12,9 @@ Responses API items.
   reasoning, built-in tool calls that the platform runs itself) carry no event.
 
 Arguments arrive as a JSON string; `decode_arguments` turns them into an object when they are one.
-Every shape here is read by the compiled core (native/src/messages/chat.rs, responses.rs; issue
-23: one reader per shape), through `compiled.parts`; this module walks a Responses `output` array
-and decodes the calls' arguments.
+Every shape here is read by the compiled core (native/src/messages/chat.rs, responses.rs, and the
+`output` array's walk in walk.rs; issue 23: one reader per shape), through `compiled.parts`;
+this module decodes the calls' arguments.
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stream_pairer.core.formats import compiled
-from stream_pairer.core.formats.common import (
-    Part,
-    decode_arguments,
-    wrong_type,
-)
+from stream_pairer.core.formats.common import CALL, Part, decode_arguments
 
 RESPONSES_TOOL_ITEMS: Final = frozenset(
     {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "mcp_call"}
 )
+# Responses items whose call's `arguments` are a JSON text (a custom tool's `input` is plain text).
+_DECODED: Final = frozenset({"function_call", "mcp_call"})
 # Responses item types that are known but are not a client tool call or result.
 RESPONSES_QUIET_ITEMS: Final = frozenset(
     {
@@ -85,13 +83,10 @@ def responses_item(it: dict[str, Any], t: str, prefix: str, index: int | None) -
 
 
 def responses_output(output: list[Any], prefix: str) -> list[Part]:
-    """The `output` array of a Responses response object."""
-    out: list[Part] = []
-    output_path = prefix + "output"
-    for i, it in enumerate(output):
-        if type(it) is not dict:
-            raise wrong_type(it, output_path, i, None, "an item object")
-        t = it.get("type")
-        if type(t) is str and t in RESPONSES_TOOL_ITEMS:
-            out.extend(responses_item(it, t, output_path, i))
-    return out
+    """The `output` array of a Responses response object, walked by the compiled core
+    (native/src/messages/walk.rs `output`, the fast path's walk); calls' arguments decoded here."""
+    parts = compiled.parts("openai_responses_output", {"output": output}, prefix + "output")
+    return [
+        (t, i, n, decode_arguments(args) if t == CALL and b["type"] in _DECODED else args, e, b, f)
+        for t, i, n, args, e, b, f in parts
+    ]
