@@ -1,8 +1,10 @@
 """The shapes the compiled core reads, read for the Python format layer by that same reader.
 
-Why: each shape has one reader (issue 23). The canonical event and the MCP JSON-RPC message are
-read in Rust (native/src/canonical.rs, mcp.rs): the fast path reads them straight from a record's
-bytes, and the records it leaves to this layer (a wrapped event, bytes orjson would write
+Why: each shape has one reader (issue 23). The shapes the compiled core owns (canonical events,
+MCP messages, Bedrock blocks, Gemini contents, Anthropic / Claude Code blocks and content arrays,
+OpenAI Chat, legacy and Responses items and `output` arrays) are read in Rust
+(native/src/readers.rs lists them): the fast path reads them straight from a record's bytes, and
+the records it leaves to this layer (a wrapped event, bytes orjson would write
 differently, a record-level field it leaves to Python, a dead letter to word) come here with
 the object decoded. `parts` writes the object back in orjson's form (a normalisation, not a
 reading) and hands it to the same reader (`_native.read_parts`), whose refusals arrive worded.
